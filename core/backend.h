@@ -1,0 +1,58 @@
+#ifndef CX_BACKEND_H
+#define CX_BACKEND_H
+
+#include <stddef.h>
+
+#include "graph.h"
+
+/* A backend is a table of function pointers plus a kernel table. The CPU backend is the reference;
+ * a CUDA backend fills the same table (alloc on the device, copies on a stream) and core does not
+ * change. */
+
+typedef struct cx_stream cx_stream; /* opaque per backend; NULL on the CPU */
+
+typedef struct cx_kernel_args {
+  const cx_node *node;
+  const cx_tensor *in; /* omitted optional inputs have data == NULL */
+  int n_in;
+  const cx_tensor *out;
+  int n_out;
+  void *state;   /* from prepare: cached primitives, precomputed indices */
+  void *scratch; /* scratch_bytes from prepare, owned by the program */
+  bool training;
+  uint64_t seed;  /* program seed; with step and node index, the key of CX_OP_RANDOM streams */
+  uint64_t step;
+  int node_index;
+  cx_stream *stream;
+} cx_kernel_args;
+
+typedef struct cx_kernel {
+  const char *op;
+  /* Optional. Called once at compile time with the tensors' shapes (data pointers not yet valid):
+   * builds what can be cached and says how much scratch memory one run needs. */
+  cx_status (*prepare)(const cx_kernel_args *a, void **state, size_t *scratch_bytes);
+  cx_status (*run)(const cx_kernel_args *a);
+  void (*release)(void *state);
+} cx_kernel;
+
+typedef struct cx_backend {
+  const char *name;
+  cx_device_kind device;
+  /* NULL when the op (with these input dtypes and attributes) has no kernel here */
+  const cx_kernel *(*find_kernel)(const struct cx_backend *b, const cx_node *n,
+                                  const cx_tensor *in, int n_in);
+  void *(*alloc)(size_t bytes);
+  void (*free)(void *p);
+  void (*memset_zero)(void *p, size_t bytes, cx_stream *s);
+  /* copies between host and device memory; may return before the copy is done */
+  cx_status (*copy_async)(void *dst, cx_device_kind dst_kind, const void *src,
+                          cx_device_kind src_kind, size_t bytes, cx_stream *s);
+  cx_status (*sync)(cx_stream *s);
+} cx_backend;
+
+static inline bool cx_backend_supports_op(const cx_backend *b, const cx_node *n,
+                                          const cx_tensor *in, int n_in) {
+  return b->find_kernel(b, n, in, n_in) != NULL;
+}
+
+#endif

@@ -1,0 +1,65 @@
+#ifndef CX_PROGRAM_H
+#define CX_PROGRAM_H
+
+#include <stdio.h>
+
+#include "backend.h"
+#include "graph.h"
+
+/* A graph compiled for one batch size: shapes inferred, backward nodes added (training), a
+ * topological schedule, and a liveness-based memory plan that places every activation and
+ * gradient in one arena. Steps then run with no allocation. */
+
+typedef struct cx_program cx_program;
+
+typedef struct cx_compile_opts {
+  int64_t batch;             /* replaces -1 dimensions of the inputs */
+  bool training;             /* add backward nodes and keep what they need */
+  const char *loss;          /* training: name of the scalar loss value; NULL: each graph output
+                                gets a fed gradient input named "<output>@grad" */
+  const cx_backend *backend;
+  uint64_t seed;             /* Dropout and other random ops */
+} cx_compile_opts;
+
+/* Called when a parameter's gradient is final within a backward pass, in the order they finish. */
+typedef void (*cx_grad_ready_fn)(void *user, int param, const cx_tensor *value,
+                                 const cx_tensor *grad);
+
+cx_status cx_program_compile(const cx_graph *g, const cx_compile_opts *o, cx_program **out);
+void cx_program_free(cx_program *p);
+
+cx_status cx_program_forward(cx_program *p);
+cx_status cx_program_backward(cx_program *p);
+void cx_program_set_grad_hook(cx_program *p, cx_grad_ready_fn fn, void *user);
+
+/* Any value by name: inputs to fill, outputs to read, parameters, "<name>@grad" gradients. */
+cx_tensor *cx_program_tensor(cx_program *p, const char *name);
+int cx_program_param_count(const cx_program *p);
+const char *cx_program_param_name(const cx_program *p, int i);
+cx_tensor *cx_program_param(cx_program *p, int i);
+cx_tensor *cx_program_param_grad(cx_program *p, int i);
+/* Writes the trained parameters and statistics back into g's initializers. */
+cx_status cx_program_store(const cx_program *p, cx_graph *g);
+
+typedef struct cx_memory_plan {
+  size_t arena_bytes;      /* activations and intermediate gradients, after reuse */
+  size_t unplanned_bytes;  /* the same buffers laid end to end, without reuse */
+  size_t persistent_bytes; /* parameters, their gradients, statistics, inputs, constants */
+  size_t scratch_bytes;    /* kernel workspace, shared by all nodes */
+  int n_buffers;
+} cx_memory_plan;
+
+cx_memory_plan cx_program_memory(const cx_program *p);
+/* Every arena buffer with its offset and live range, for checks and `--verbose` output. */
+typedef struct cx_buffer_info {
+  int value;
+  size_t offset, bytes;
+  int first, last; /* schedule steps */
+} cx_buffer_info;
+int cx_program_buffers(const cx_program *p, const cx_buffer_info **out);
+/* The compiled graph (forward and backward nodes, in schedule order). */
+const cx_graph *cx_program_graph(const cx_program *p);
+int cx_program_forward_nodes(const cx_program *p);
+void cx_program_print(const cx_program *p, FILE *f);
+
+#endif

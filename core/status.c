@@ -1,0 +1,44 @@
+#include "status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local char message[2048];
+
+const char *cx_status_name(cx_status s) {
+  switch (s) {
+  case CX_OK: return "ok";
+  case CX_ERR_ARG: return "invalid argument";
+  case CX_ERR_SHAPE: return "shape error";
+  case CX_ERR_UNSUPPORTED: return "unsupported";
+  case CX_ERR_IO: return "I/O error";
+  case CX_ERR_FORMAT: return "format error";
+  case CX_ERR_NOMEM: return "out of memory";
+  case CX_ERR_NUMERIC: return "numeric error";
+  case CX_ERR_BACKEND: return "backend error";
+  }
+  return "unknown status";
+}
+
+cx_status cx_fail(cx_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof message, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+void cx_error_prefix(const char *fmt, ...) {
+  char prefix[512], old[sizeof message];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  va_end(ap);
+  memcpy(old, message, sizeof old);
+  snprintf(message, sizeof message, "%s: %s", prefix, old);
+}
+
+const char *cx_last_error(void) { return message; }
+
+void cx_error_clear(void) { message[0] = '\0'; }

@@ -1,0 +1,3 @@
+#include "ref.h"
+
+const cx_ref_entry cx_ref_pool[] = {{NULL, NULL}};

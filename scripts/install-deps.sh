@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what compress needs to build and test on Debian 12, as root. Safe to run again:
+# apt and pip skip what is already present.
+set -euo pipefail
+
+apt_packages=(
+  build-essential cmake pkg-config
+  libdnnl-dev                              # oneDNN 2.x: conv, matmul, batch norm, pooling
+  libprotobuf-c-dev protobuf-c-compiler    # ONNX import/export
+  libonnx-dev libonnx-testdata             # onnx.proto schema; ONNX node tests
+  libhdf5-dev                              # data sets and checkpoints
+  libopenmpi-dev openmpi-bin               # data-parallel training
+  libpng-dev libjpeg62-turbo-dev           # image-folder importer
+  python3 python3-numpy python3-torch      # reference fixtures and benchmarks
+  dataset-fashion-mnist                    # real data for stage tests
+)
+
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# ONNX Runtime and the ONNX checker are not in Debian; the tests use them from PyPI, installed into
+# the Debian interpreter so that they sit beside python3-torch and python3-numpy.
+if ! /usr/bin/python3 -c 'import onnxruntime, onnx' 2>/dev/null; then
+  /usr/bin/python3 -m pip install --quiet --break-system-packages onnxruntime onnx
+fi
