@@ -70,10 +70,17 @@ cx_status cx_infer_broadcast(const cx_infer_ctx *ctx);
 /* Normalises a possibly negative axis against rank; fails naming the node. */
 cx_status cx_axis_normalize(const cx_node *n, int64_t axis, int rank, int *out);
 
-/* Helpers for gradient rules: add a node and return its single output value. */
+/* Helpers for gradient rules (core/autodiff.c). Nodes they add get unique names derived from the
+ * forward node's ("conv1/grad/ConvGrad"). */
+int cx_grad_node(const cx_grad_ctx *ctx, const char *op, const int *in, int n_in, int n_out);
+/* Single-output form: returns the output value id, or -1 after an error (sticky in ctx->g). */
 int cx_grad_emit(const cx_grad_ctx *ctx, const char *op, const int *in, int n_in);
-/* The gradient of a broadcast operand: sums dy over the broadcast axes down to `shape`. */
+/* Copies every attribute of the forward node onto node (a grad op that needs strides, pads...). */
+void cx_grad_copy_attrs(const cx_grad_ctx *ctx, int node);
+/* The gradient of a broadcast operand: dy summed over the broadcast axes down to `to` (emits the
+ * ReduceSumTo op with attribute shape=to); returns dy itself when the shapes are equal. */
 int cx_grad_reduce_to(const cx_grad_ctx *ctx, int dy, const cx_shape *from, const cx_shape *to);
-int cx_grad_const_shape(const cx_grad_ctx *ctx, const cx_shape *s);
+/* A scalar f32 constant (shape []). */
+int cx_grad_scalar(const cx_grad_ctx *ctx, float v);
 
 #endif
