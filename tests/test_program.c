@@ -1,4 +1,5 @@
 /* The compiled program: memory plan, gradient-ready hook, gradient accumulation, end-to-end fit. */
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +168,13 @@ static void test_tiny_cnn_fits(void) {
     if (step == 0) first = last;
   }
   printf("tiny CNN: loss %.4f -> %.4f\n", first, last);
+  /* Steps run without allocating: the heap's in-use bytes do not move over further steps. */
+  struct mallinfo2 before = mallinfo2();
+  for (int step = 0; step < 3; step++)
+    if (cx_program_forward(p) != CX_OK || cx_program_backward(p) != CX_OK) break;
+  struct mallinfo2 after = mallinfo2();
+  CHECK(before.uordblks == after.uordblks, "steps allocated: heap in use %zu -> %zu bytes",
+        before.uordblks, after.uordblks);
   CHECK(isfinite(last) && last * 10 <= first, "loss fell only from %g to %g", first, last);
   cx_sgd_free(&opt);
   cx_program_free(p);
