@@ -147,18 +147,21 @@ static conv_path choose_path(const cx_conv_geom *g) {
   return cx_conv_dw_have_avx512() ? PATH_DW_AVX512 : PATH_DW_C;
 }
 
-/* X and W are inputs x_in and x_in + 1 (Conv: 0 and 1; ConvGrad: 1 and 2). */
-static cx_status state_new(const cx_kernel_args *a, int x_in, conv_state **out) {
+/* X and W are inputs x_in and x_in + 1 (Conv: 0 and 1; ConvGrad: 1 and 2). NULL after an error,
+ * which is in *st. */
+static conv_state *state_new(const cx_kernel_args *a, int x_in, cx_status *st) {
   conv_state *s = calloc(1, sizeof *s);
-  if (!s) return cx_fail(CX_ERR_NOMEM, "node '%s': out of memory", a->node->name);
-  cx_status st = cx_conv_geom_make(a->node, &a->in[x_in].shape, &a->in[x_in + 1].shape, &s->g);
-  if (st != CX_OK) {
+  if (!s) {
+    *st = cx_fail(CX_ERR_NOMEM, "node '%s': out of memory", a->node->name);
+    return NULL;
+  }
+  *st = cx_conv_geom_make(a->node, &a->in[x_in].shape, &a->in[x_in + 1].shape, &s->g);
+  if (*st != CX_OK) {
     free(s);
-    return st;
+    return NULL;
   }
   s->path = choose_path(&s->g);
-  *out = s;
-  return CX_OK;
+  return s;
 }
 
 /* ---- Conv -------------------------------------------------------------------------------------- */
@@ -182,9 +185,10 @@ static cx_status conv_build_fwd(conv_state *s, const cx_kernel_args *a) {
 }
 
 static cx_status conv_prepare(const cx_kernel_args *a, void **state, size_t *scratch) {
-  conv_state *s;
-  CX_TRY(state_new(a, 0, &s));
-  cx_status st = s->path == PATH_DNNL ? conv_build_fwd(s, a) : CX_OK;
+  cx_status st;
+  conv_state *s = state_new(a, 0, &st);
+  if (!s) return st;
+  st = s->path == PATH_DNNL ? conv_build_fwd(s, a) : CX_OK;
   if (st != CX_OK) {
     conv_release(s);
     return st;
@@ -257,10 +261,11 @@ static cx_status grad_build(conv_state *s, const cx_kernel_args *a) {
 }
 
 static cx_status grad_prepare(const cx_kernel_args *a, void **state, size_t *scratch) {
-  conv_state *s;
-  CX_TRY(state_new(a, 1, &s));
+  cx_status st;
+  conv_state *s = state_new(a, 1, &st);
+  if (!s) return st;
   cx_conv_grad_wanted(a->node, s->want);
-  cx_status st = s->path == PATH_DNNL ? grad_build(s, a) : CX_OK;
+  st = s->path == PATH_DNNL ? grad_build(s, a) : CX_OK;
   if (st != CX_OK) {
     conv_release(s);
     return st;
