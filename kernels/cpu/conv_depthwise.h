@@ -1,0 +1,25 @@
+#ifndef CX_CPU_CONV_DEPTHWISE_H
+#define CX_CPU_CONV_DEPTHWISE_H
+
+#include <stdbool.h>
+
+#include "../../core/ops/conv.h"
+
+/* Depthwise 3x3 convolution (cx_conv_geom_is_dw3x3: group == C_in == C_out, stride 1 or 2, no
+ * dilation, any pads) on contiguous NCHW f32 data, written by hand because oneDNN 2.6 runs it far
+ * below peak on plain layouts. Every function writes every element of its outputs and needs no
+ * scratch. `avx512` picks the vector path (the caller checks cx_conv_dw_have_avx512()). */
+
+bool cx_conv_dw_have_avx512(void);
+
+/* y = conv(x, w) + b; b may be NULL */
+void cx_conv_dw3x3_forward(const cx_conv_geom *g, const float *x, const float *w, const float *b,
+                           float *y, bool avx512);
+/* dx = the gradient of x for output gradient dy */
+void cx_conv_dw3x3_backward_data(const cx_conv_geom *g, const float *dy, const float *w, float *dx,
+                                 bool avx512);
+/* dw and db (each may be NULL) for input x and output gradient dy */
+void cx_conv_dw3x3_backward_weights(const cx_conv_geom *g, const float *x, const float *dy,
+                                    float *dw, float *db, bool avx512);
+
+#endif
