@@ -1,26 +1,26 @@
 #include "dnnl_util.h"
 
-#include <pthread.h>
-
 static dnnl_engine_t engine;
 static dnnl_stream_t stream;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-/* Never destroyed: primitives cached by programs refer to the engine until the process ends. */
-static void create(void) {
-  if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
-    engine = NULL;
-    return;
-  }
-  if (dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success) stream = NULL;
-}
 
 dnnl_engine_t cx_dnnl_engine(void) {
-  pthread_once(&once, create);
+  if (engine) return engine;
+  dnnl_status_t s = dnnl_engine_create(&engine, dnnl_cpu, 0);
+  if (s != dnnl_success) {
+    engine = NULL;
+    cx_fail(CX_ERR_BACKEND, "dnnl_engine_create(dnnl_cpu) failed (status %d)", (int)s);
+  }
   return engine;
 }
 
 dnnl_stream_t cx_dnnl_stream(void) {
-  pthread_once(&once, create);
+  if (stream) return stream;
+  dnnl_engine_t e = cx_dnnl_engine();
+  if (!e) return NULL;
+  dnnl_status_t s = dnnl_stream_create(&stream, e, dnnl_stream_default_flags);
+  if (s != dnnl_success) {
+    stream = NULL;
+    cx_fail(CX_ERR_BACKEND, "dnnl_stream_create failed (status %d)", (int)s);
+  }
   return stream;
 }

@@ -5,12 +5,13 @@
 
 #include "../../core/status.h"
 
-/* One CPU engine and one stream for every oneDNN primitive of the process, created on first use
- * (at compile time, from a kernel's prepare). NULL if oneDNN could not create them. */
+/* The one oneDNN CPU engine and stream every oneDNN kernel shares, created on first use. Returns
+ * NULL (with the message set) when oneDNN cannot make them. Not meant for concurrent first calls
+ * from several threads: programs are compiled from one thread. */
 dnnl_engine_t cx_dnnl_engine(void);
 dnnl_stream_t cx_dnnl_stream(void);
 
-/* Checks a oneDNN call; on failure returns CX_ERR_BACKEND naming the call and the node. */
+/* Checks a oneDNN call inside a function returning cx_status; `node` is the cx_node being run. */
 #define CX_DNNL(call, node)                                                                        \
   do {                                                                                             \
     dnnl_status_t cx_dnnl_status_ = (call);                                                        \
