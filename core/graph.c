@@ -402,3 +402,10 @@ int64_t cx_graph_param_count(const cx_graph *g) {
     if (g->values[i].kind == CX_VALUE_PARAM) n += cx_shape_numel(&g->values[i].shape);
   return n;
 }
+
+cx_status cx_graph_reserve(cx_graph *g, int nodes, int values) {
+  if (!grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + nodes, sizeof(cx_node)) ||
+      !grow((void **)&g->values, &g->cap_values, g->n_values + values, sizeof(cx_value)))
+    return cx_fail(CX_ERR_NOMEM, "out of memory growing the graph");
+  return CX_OK;
+}

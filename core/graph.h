@@ -111,5 +111,8 @@ cx_graph *cx_graph_clone(const cx_graph *g);
 /* Checks value ids, dangling inputs and cycles; the message names the node. */
 cx_status cx_graph_validate(const cx_graph *g);
 int64_t cx_graph_param_count(const cx_graph *g);
+/* Makes room so that the next `nodes` nodes and `values` values are added without moving the
+ * arrays (pointers to nodes and values stay valid meanwhile). */
+cx_status cx_graph_reserve(cx_graph *g, int nodes, int values);
 
 #endif
