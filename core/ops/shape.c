@@ -14,6 +14,17 @@ enum { MAX_VARIADIC = 4096 };
 
 static bool has_in(const cx_node *n, int i) { return i < n->n_in && n->in[i] >= 0; }
 
+/* Axis in [-rank, rank) made non-negative; fails naming the node. (op.h declares
+ * cx_axis_normalize for this, but core does not define it yet.) */
+static cx_status axis_of(const cx_node *n, int rank, int *out) {
+  int64_t axis = cx_node_int(n, "axis", 0);
+  if (axis < -rank || axis >= rank)
+    return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): axis %lld is out of range [%d, %d]", n->name,
+                   n->op->name, (long long)axis, -rank, rank - 1);
+  *out = (int)(axis < 0 ? axis + rank : axis);
+  return CX_OK;
+}
+
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* The values of input i, which must be a constant 1-D (or scalar) s64 tensor. */
@@ -38,8 +49,8 @@ static cx_status const_ints(const cx_infer_ctx *c, int i, const char *what, cons
 }
 
 static cx_status check_optional_ints(const cx_infer_ctx *c, int i, const char *what) {
-  const int64_t *v;
-  int k;
+  const int64_t *v = NULL;
+  int k = 0;
   return has_in(c->node, i) ? const_ints(c, i, what, &v, &k) : CX_OK;
 }
 
@@ -88,8 +99,8 @@ static cx_status reshape_fail(const cx_infer_ctx *c, const int64_t *v, int k, co
 
 static cx_status infer_reshape(const cx_infer_ctx *c) {
   const cx_shape *x = &c->in_shape[0];
-  const int64_t *v;
-  int k;
+  const int64_t *v = NULL;
+  int k = 0;
   CX_TRY(const_ints(c, 1, "shape", &v, &k));
   if (k > CX_MAX_DIMS) return reshape_fail(c, v, k, "too many dimensions");
   bool allowzero = cx_node_int(c->node, "allowzero", 0) != 0;
@@ -196,8 +207,8 @@ static cx_status grad_transpose(const cx_grad_ctx *ctx) {
 static cx_status infer_concat(const cx_infer_ctx *c) {
   const cx_node *n = c->node;
   const cx_shape *first = &c->in_shape[0];
-  int axis;
-  CX_TRY(cx_axis_normalize(n, cx_node_int(n, "axis", 0), first->ndim, &axis));
+  int axis = 0;
+  CX_TRY(axis_of(n, first->ndim, &axis));
   cx_shape out = *first;
   for (int i = 1; i < n->n_in; i++) {
     const cx_shape *s = &c->in_shape[i];
@@ -219,8 +230,8 @@ static cx_status infer_concat(const cx_infer_ctx *c) {
 /* Concat's gradient: dY split back into the inputs' extents along axis. */
 static cx_status grad_concat(const cx_grad_ctx *ctx) {
   const cx_node *n = &ctx->g->nodes[ctx->node];
-  int n_in = n->n_in, rank = ctx->shape[n->in[0]].ndim, axis;
-  CX_TRY(cx_axis_normalize(n, cx_node_int(n, "axis", 0), rank, &axis));
+  int n_in = n->n_in, rank = ctx->shape[n->in[0]].ndim, axis = 0;
+  CX_TRY(axis_of(n, rank, &axis));
   bool any = false;
   for (int i = 0; i < n_in; i++) any |= ctx->need[i];
   if (!any || ctx->dy[0] < 0) return CX_OK;
@@ -271,8 +282,8 @@ static cx_status split_sizes(const cx_infer_ctx *c, int axis, int64_t *sizes) {
 
 static cx_status infer_split(const cx_infer_ctx *c) {
   const cx_node *n = c->node;
-  int axis;
-  CX_TRY(cx_axis_normalize(n, cx_node_int(n, "axis", 0), c->in_shape[0].ndim, &axis));
+  int axis = 0;
+  CX_TRY(axis_of(n, c->in_shape[0].ndim, &axis));
   int64_t *sizes = malloc(sizeof(int64_t) * (size_t)n->n_out);
   if (!sizes) return cx_fail(CX_ERR_NOMEM, "out of memory in node '%s'", n->name);
   cx_status s = split_sizes(c, axis, sizes);
@@ -289,9 +300,9 @@ static cx_status infer_split(const cx_infer_ctx *c) {
  * which SplitGrad fills in. */
 static cx_status grad_split(const cx_grad_ctx *ctx) {
   const cx_node *n = &ctx->g->nodes[ctx->node];
-  int n_out = n->n_out, axis;
+  int n_out = n->n_out, axis = 0;
   cx_shape xs = ctx->shape[n->in[0]];
-  CX_TRY(cx_axis_normalize(n, cx_node_int(n, "axis", 0), xs.ndim, &axis));
+  CX_TRY(axis_of(n, xs.ndim, &axis));
   if (!ctx->need[0]) return CX_OK;
   int64_t *sizes = malloc(sizeof(int64_t) * (size_t)n_out);
   if (!sizes) return cx_fail(CX_ERR_NOMEM, "out of memory in Split's gradient");
@@ -427,7 +438,7 @@ static cx_status infer_slice(const cx_infer_ctx *c) {
 
 /* The shape attribute of SliceGrad and PadGrad: the forward input's shape. */
 static cx_status grad_op_shape(const cx_infer_ctx *c, cx_shape *x) {
-  const int64_t *v;
+  const int64_t *v = NULL;
   int k = cx_node_ints(c->node, "shape", &v);
   if (k < 1 && !cx_node_attr(c->node, "shape"))
     return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): the shape attribute is missing", c->node->name,
@@ -590,8 +601,8 @@ static cx_status grad_pad(const cx_grad_ctx *ctx) { return grad_with_shape(ctx, 
 /* ---- Expand ---- */
 
 static cx_status infer_expand(const cx_infer_ctx *c) {
-  const int64_t *v;
-  int k;
+  const int64_t *v = NULL;
+  int k = 0;
   CX_TRY(const_ints(c, 1, "shape", &v, &k));
   if (k > CX_MAX_DIMS)
     return cx_fail(CX_ERR_SHAPE, "node '%s' (Expand): shape has %d dimensions (at most %d)",
