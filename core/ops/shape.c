@@ -14,15 +14,9 @@ enum { MAX_VARIADIC = 4096 };
 
 static bool has_in(const cx_node *n, int i) { return i < n->n_in && n->in[i] >= 0; }
 
-/* Axis in [-rank, rank) made non-negative; fails naming the node. (op.h declares
- * cx_axis_normalize for this, but core does not define it yet.) */
+/* The node's axis attribute (default 0) made non-negative for rank. */
 static cx_status axis_of(const cx_node *n, int rank, int *out) {
-  int64_t axis = cx_node_int(n, "axis", 0);
-  if (axis < -rank || axis >= rank)
-    return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): axis %lld is out of range [%d, %d]", n->name,
-                   n->op->name, (long long)axis, -rank, rank - 1);
-  *out = (int)(axis < 0 ? axis + rank : axis);
-  return CX_OK;
+  return cx_axis_normalize(n, cx_node_int(n, "axis", 0), rank, out);
 }
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
