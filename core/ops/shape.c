@@ -14,6 +14,11 @@ enum { MAX_VARIADIC = 4096 };
 
 static bool has_in(const cx_node *n, int i) { return i < n->n_in && n->in[i] >= 0; }
 
+/* The node's axis attribute (default 0) made non-negative for rank. */
+static cx_status axis_of(const cx_node *n, int rank, int *out) {
+  return cx_axis_normalize(n, cx_node_int(n, "axis", 0), rank, out);
+}
+
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* The values of input i, which must be a constant 1-D (or scalar) s64 tensor. */
@@ -38,8 +43,8 @@ static cx_status const_ints(const cx_infer_ctx *c, int i, const char *what, cons
 }
 
 static cx_status check_optional_ints(const cx_infer_ctx *c, int i, const char *what) {
-  const int64_t *v;
-  int k;
+  const int64_t *v = NULL;
+  int k = 0;
   return has_in(c->node, i) ? const_ints(c, i, what, &v, &k) : CX_OK;
 }
 
@@ -88,8 +93,8 @@ static cx_status reshape_fail(const cx_infer_ctx *c, const int64_t *v, int k, co
 
 static cx_status infer_reshape(const cx_infer_ctx *c) {
   const cx_shape *x = &c->in_shape[0];
-  const int64_t *v;
-  int k;
+  const int64_t *v = NULL;
+  int k = 0;
   CX_TRY(const_ints(c, 1, "shape", &v, &k));
   if (k > CX_MAX_DIMS) return reshape_fail(c, v, k, "too many dimensions");
   bool allowzero = cx_node_int(c->node, "allowzero", 0) != 0;
@@ -196,8 +201,8 @@ static cx_status grad_transpose(const cx_grad_ctx *ctx) {
 static cx_status infer_concat(const cx_infer_ctx *c) {
   const cx_node *n = c->node;
   const cx_shape *first = &c->in_shape[0];
-  int axis;
-  CX_TRY(cx_axis_normalize(n, cx_node_int(n, "axis", 0), first->ndim, &axis));
+  int axis = 0;
+  CX_TRY(axis_of(n, first->ndim, &axis));
   cx_shape out = *first;
   for (int i = 1; i < n->n_in; i++) {
     const cx_shape *s = &c->in_shape[i];
@@ -219,8 +224,8 @@ static cx_status infer_concat(const cx_infer_ctx *c) {
 /* Concat's gradient: dY split back into the inputs' extents along axis. */
 static cx_status grad_concat(const cx_grad_ctx *ctx) {
   const cx_node *n = &ctx->g->nodes[ctx->node];
-  int n_in = n->n_in, rank = ctx->shape[n->in[0]].ndim, axis;
-  CX_TRY(cx_axis_normalize(n, cx_node_int(n, "axis", 0), rank, &axis));
+  int n_in = n->n_in, rank = ctx->shape[n->in[0]].ndim, axis = 0;
+  CX_TRY(axis_of(n, rank, &axis));
   bool any = false;
   for (int i = 0; i < n_in; i++) any |= ctx->need[i];
   if (!any || ctx->dy[0] < 0) return CX_OK;
@@ -271,8 +276,8 @@ static cx_status split_sizes(const cx_infer_ctx *c, int axis, int64_t *sizes) {
 
 static cx_status infer_split(const cx_infer_ctx *c) {
   const cx_node *n = c->node;
-  int axis;
-  CX_TRY(cx_axis_normalize(n, cx_node_int(n, "axis", 0), c->in_shape[0].ndim, &axis));
+  int axis = 0;
+  CX_TRY(axis_of(n, c->in_shape[0].ndim, &axis));
   int64_t *sizes = malloc(sizeof(int64_t) * (size_t)n->n_out);
   if (!sizes) return cx_fail(CX_ERR_NOMEM, "out of memory in node '%s'", n->name);
   cx_status s = split_sizes(c, axis, sizes);
@@ -289,9 +294,9 @@ static cx_status infer_split(const cx_infer_ctx *c) {
  * which SplitGrad fills in. */
 static cx_status grad_split(const cx_grad_ctx *ctx) {
   const cx_node *n = &ctx->g->nodes[ctx->node];
-  int n_out = n->n_out, axis;
+  int n_out = n->n_out, axis = 0;
   cx_shape xs = ctx->shape[n->in[0]];
-  CX_TRY(cx_axis_normalize(n, cx_node_int(n, "axis", 0), xs.ndim, &axis));
+  CX_TRY(axis_of(n, xs.ndim, &axis));
   if (!ctx->need[0]) return CX_OK;
   int64_t *sizes = malloc(sizeof(int64_t) * (size_t)n_out);
   if (!sizes) return cx_fail(CX_ERR_NOMEM, "out of memory in Split's gradient");
@@ -427,7 +432,7 @@ static cx_status infer_slice(const cx_infer_ctx *c) {
 
 /* The shape attribute of SliceGrad and PadGrad: the forward input's shape. */
 static cx_status grad_op_shape(const cx_infer_ctx *c, cx_shape *x) {
-  const int64_t *v;
+  const int64_t *v = NULL;
   int k = cx_node_ints(c->node, "shape", &v);
   if (k < 1 && !cx_node_attr(c->node, "shape"))
     return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): the shape attribute is missing", c->node->name,
@@ -590,8 +595,8 @@ static cx_status grad_pad(const cx_grad_ctx *ctx) { return grad_with_shape(ctx, 
 /* ---- Expand ---- */
 
 static cx_status infer_expand(const cx_infer_ctx *c) {
-  const int64_t *v;
-  int k;
+  const int64_t *v = NULL;
+  int k = 0;
   CX_TRY(const_ints(c, 1, "shape", &v, &k));
   if (k > CX_MAX_DIMS)
     return cx_fail(CX_ERR_SHAPE, "node '%s' (Expand): shape has %d dimensions (at most %d)",

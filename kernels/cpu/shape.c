@@ -169,9 +169,8 @@ static void move_part(char *whole, char *piece, const cx_shape *ws, int axis, in
 }
 
 static int node_axis(const cx_kernel_args *a, int rank) {
-  int axis = 0;
-  cx_axis_normalize(a->node, cx_node_int(a->node, "axis", 0), rank, &axis); /* checked in infer */
-  return axis;
+  int64_t axis = cx_node_int(a->node, "axis", 0); /* range checked in infer */
+  return (int)(axis < 0 ? axis + rank : axis);
 }
 
 /* Concat, and SplitGrad where a missing piece (no gradient) is zeros. */
