@@ -45,6 +45,7 @@ static cx_status read_str_attr(const cx_dataset *d, const char *name, char **out
   if (ft < 0) s = cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Aget_type");
   else if (H5Tget_class(ft) == H5T_STRING) {
     mt = H5Tcopy(H5T_C_S1);
+    H5Tset_cset(mt, H5Tget_cset(ft)); /* HDF5 converts no strings between ASCII and UTF-8 */
     if (H5Tis_variable_str(ft) > 0) {
       char *v = NULL;
       H5Tset_size(mt, H5T_VARIABLE);
@@ -94,6 +95,7 @@ static cx_status read_names(cx_dataset *d, hid_t ds, hid_t ft, int64_t n) {
   d->num_names = n;
   hid_t mt = H5Tcopy(H5T_C_S1);
   cx_status s = CX_OK;
+  H5Tset_cset(mt, H5Tget_cset(ft));
   if (H5Tis_variable_str(ft) > 0) {
     char **v = calloc((size_t)(n ? n : 1), sizeof *v);
     H5Tset_size(mt, H5T_VARIABLE);

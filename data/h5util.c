@@ -26,7 +26,9 @@ cx_status cx_h5_fail(cx_status s, const char *path, const char *what, const char
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_reason, &r);
   H5Eclear2(H5E_DEFAULT);
   const char *why = r.found ? r.text : "no reason given by HDF5";
-  if (what && *what) return cx_fail(s, "%s: dataset '%s': %s failed: %s", path, what, call, why);
+  if (what && *what)
+    return cx_fail(s, "%s: %s '%s': %s failed: %s", path, what[0] == '/' ? "dataset" : "attribute",
+                   what, call, why);
   return cx_fail(s, "%s: %s failed: %s", path, call, why);
 }
 

@@ -12,7 +12,8 @@
 /* Turns off HDF5's printing of its error stack for the calling thread (in a thread-safe HDF5 the
  * setting is per thread); our messages carry HDF5's innermost reason instead. */
 void cx_h5_quiet(void);
-/* "<path>: dataset '<what>': <call> failed: <HDF5's reason>"; clears HDF5's error stack. */
+/* "<path>: dataset '<what>': <call> failed: <HDF5's reason>" (what: a dataset when it starts with
+ * '/', else an attribute of the root; NULL: the file); clears HDF5's error stack. */
 cx_status cx_h5_fail(cx_status s, const char *path, const char *what, const char *call);
 /* Images per chunk for a data set of images of this many bytes: about 256 KiB per chunk, so that
  * streaming reads of shuffled large images do not read much they do not use. */

@@ -120,7 +120,7 @@ static cx_status create_part(cx_dataset_writer *w, const char *name, part_writer
   if (!p->buf || !p->lbuf) return cx_fail(CX_ERR_NOMEM, "%s: out of memory", w->path);
   if (*name) {
     hid_t g = H5Gcreate2(w->file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (g < 0) return cx_h5_fail(CX_ERR_IO, w->path, name, "H5Gcreate2");
+    if (g < 0) return cx_h5_fail(CX_ERR_IO, w->path, p->images_name, "H5Gcreate2");
     H5Gclose(g);
   }
   hsize_t dims[4] = {0, (hsize_t)w->h, (hsize_t)w->w, (hsize_t)w->c};
