@@ -56,7 +56,7 @@ cx_status cx_aug_plan_make(const cx_augment *a, int64_t h, int64_t w, int64_t c,
   return CX_OK;
 }
 
-size_t cx_aug_scratch_floats(const cx_aug_plan *p) { return (size_t)p->ow * 3; }
+size_t cx_aug_scratch_floats(const cx_aug_plan *p) { return (size_t)(p->ow * 3 + p->w * p->c); }
 
 /* ---- geometry ---- */
 
@@ -86,6 +86,34 @@ static box resized_crop(const cx_aug_plan *p, uint64_t key) {
   return (box){floor((p->h - h) / 2), floor((p->w - w) / 2), h, w};
 }
 
+/* One output row of every channel from source row `row` (already offset by x0): output x takes
+ * column x' = x or ow-1-x, and columns [a, b) of x' lie inside the image. Three channels, the
+ * common case, are read in one pass rather than three strided ones. */
+static void window_row(const cx_aug_plan *p, const uint8_t *row, int64_t a, int64_t b, bool flip,
+                       float *const *o) {
+  const int64_t C = p->c, ow = p->ow;
+  for (int64_t ch = 0; ch < C; ch++) {
+    for (int64_t x = 0; x < a; x++) o[ch][flip ? ow - 1 - x : x] = p->bias[ch];
+    for (int64_t x = b; x < ow; x++) o[ch][flip ? ow - 1 - x : x] = p->bias[ch];
+  }
+  if (C == 3) {
+    const float s0 = p->scale[0], s1 = p->scale[1], s2 = p->scale[2];
+    const float b0 = p->bias[0], b1 = p->bias[1], b2 = p->bias[2];
+    float *o0 = o[0], *o1 = o[1], *o2 = o[2];
+    for (int64_t x = a; x < b; x++) {
+      int64_t t = flip ? ow - 1 - x : x;
+      o0[t] = (float)row[3 * x] * s0 + b0;
+      o1[t] = (float)row[3 * x + 1] * s1 + b1;
+      o2[t] = (float)row[3 * x + 2] * s2 + b2;
+    }
+    return;
+  }
+  for (int64_t ch = 0; ch < C; ch++) {
+    const float s = p->scale[ch], bi = p->bias[ch];
+    for (int64_t x = a; x < b; x++) o[ch][flip ? ow - 1 - x : x] = (float)row[x * C + ch] * s + bi;
+  }
+}
+
 /* out[c][y][x] = byte at (y0 + y, x0 + x') * scale + bias, x' = x or mirrored; outside the
  * image the byte is 0 (zero padding before normalisation, as torchvision pads). */
 static void copy_window(const cx_aug_plan *p, const uint8_t *src, int64_t y0, int64_t x0,
@@ -94,29 +122,24 @@ static void copy_window(const cx_aug_plan *p, const uint8_t *src, int64_t y0, in
   int64_t a = x0 < 0 ? -x0 : 0, b = p->w - x0 < ow ? p->w - x0 : ow; /* valid x' in [a, b) */
   for (int64_t y = 0; y < oh; y++) {
     int64_t sy = y0 + y;
-    for (int64_t ch = 0; ch < C; ch++) {
-      float *o = out + ch * plane + y * ow;
-      const float s = p->scale[ch], bi = p->bias[ch];
-      if (sy < 0 || sy >= p->h || a >= b) {
-        for (int64_t x = 0; x < ow; x++) o[x] = bi;
-        continue;
-      }
-      const uint8_t *row = src + (sy * p->w + x0) * C + ch;
-      for (int64_t x = 0; x < a; x++) o[flip ? ow - 1 - x : x] = bi;
-      for (int64_t x = b; x < ow; x++) o[flip ? ow - 1 - x : x] = bi;
-      if (flip)
-        for (int64_t x = a; x < b; x++) o[ow - 1 - x] = (float)row[x * C] * s + bi;
-      else
-        for (int64_t x = a; x < b; x++) o[x] = (float)row[x * C] * s + bi;
+    float *o[4];
+    for (int64_t ch = 0; ch < C; ch++) o[ch] = out + ch * plane + y * ow;
+    if (sy < 0 || sy >= p->h || a >= b) {
+      for (int64_t ch = 0; ch < C; ch++)
+        for (int64_t x = 0; x < ow; x++) o[ch][x] = p->bias[ch];
+      continue;
     }
+    window_row(p, src + (sy * p->w + x0) * C, a, b, flip, o);
   }
 }
 
-/* Bilinear resampling of window `r` to oh x ow (pixel centres aligned, edges clamped). */
+/* Bilinear resampling of window `r` to oh x ow (pixel centres aligned, edges clamped): each
+ * output row first blends two source rows over the columns the window uses (contiguous, so it
+ * vectorises), then interpolates along x from that blended row. */
 static void resample(const cx_aug_plan *p, const uint8_t *src, box r, bool flip, float *out,
                      float *scratch) {
   const int64_t C = p->c, oh = p->oh, ow = p->ow, plane = oh * ow;
-  float *fx = scratch;
+  float *fx = scratch, *blend = scratch + 3 * ow;
   int32_t *x0 = (int32_t *)(scratch + ow), *x1 = (int32_t *)(scratch + 2 * ow);
   for (int64_t x = 0; x < ow; x++) {
     int64_t xx = flip ? ow - 1 - x : x;
@@ -126,19 +149,21 @@ static void resample(const cx_aug_plan *p, const uint8_t *src, box r, bool flip,
     x1[x] = x0[x] + 1 < p->w ? x0[x] + 1 : x0[x];
     fx[x] = (float)(sx - x0[x]);
   }
+  int64_t lo = x0[0] < x0[ow - 1] ? x0[0] : x0[ow - 1], hi = x1[0] > x1[ow - 1] ? x1[0] : x1[ow - 1];
   for (int64_t y = 0; y < oh; y++) {
     double sy = r.y + ((double)y + 0.5) * r.h / (double)oh - 0.5;
     sy = sy < 0 ? 0 : sy > (double)(p->h - 1) ? (double)(p->h - 1) : sy;
     int64_t y0 = (int64_t)sy, y1 = y0 + 1 < p->h ? y0 + 1 : y0;
     float fy = (float)(sy - (double)y0);
     const uint8_t *r0 = src + y0 * p->w * C, *r1 = src + y1 * p->w * C;
+    for (int64_t k = lo * C; k < (hi + 1) * C; k++)
+      blend[k] = (float)r0[k] + fy * (float)(r1[k] - r0[k]);
     for (int64_t ch = 0; ch < C; ch++) {
       float *o = out + ch * plane + y * ow;
       const float s = p->scale[ch], bi = p->bias[ch];
       for (int64_t x = 0; x < ow; x++) {
-        float top = r0[x0[x] * C + ch] + fx[x] * (float)(r0[x1[x] * C + ch] - r0[x0[x] * C + ch]);
-        float bot = r1[x0[x] * C + ch] + fx[x] * (float)(r1[x1[x] * C + ch] - r1[x0[x] * C + ch]);
-        o[x] = (top + fy * (bot - top)) * s + bi;
+        float v0 = blend[x0[x] * C + ch], v1 = blend[x1[x] * C + ch];
+        o[x] = (v0 + fx[x] * (v1 - v0)) * s + bi;
       }
     }
   }
