@@ -85,6 +85,9 @@ void cx_graph_mark_output(cx_graph *g, int value);
 /* Adds a node of an op from the registry, making n_out fresh output values named
  * "<name>" (one output) or "<name>:<k>". Returns the node index, or -1 after an error. */
 int cx_graph_node(cx_graph *g, const char *op, const char *name, const int *in, int n_in, int n_out);
+/* The same with the outputs' names given (ONNX import); a NULL or empty name gets the default. */
+int cx_graph_node_named(cx_graph *g, const char *op, const char *name, const int *in, int n_in,
+                        const char *const *out_names, int n_out);
 /* Single-output convenience: returns the output value id. */
 int cx_graph_op(cx_graph *g, const char *op, const char *name, const int *in, int n_in);
 int cx_node_output(const cx_graph *g, int node, int k);
@@ -111,5 +114,8 @@ cx_graph *cx_graph_clone(const cx_graph *g);
 /* Checks value ids, dangling inputs and cycles; the message names the node. */
 cx_status cx_graph_validate(const cx_graph *g);
 int64_t cx_graph_param_count(const cx_graph *g);
+/* Makes room so that the next `nodes` nodes and `values` values are added without moving the
+ * arrays (pointers to nodes and values stay valid meanwhile). */
+cx_status cx_graph_reserve(cx_graph *g, int nodes, int values);
 
 #endif

@@ -37,7 +37,7 @@ cx_tensor *cx_program_tensor(cx_program *p, const char *name);
 int cx_program_param_count(const cx_program *p);
 const char *cx_program_param_name(const cx_program *p, int i);
 cx_tensor *cx_program_param(cx_program *p, int i);
-cx_tensor *cx_program_param_grad(cx_program *p, int i);
+cx_tensor *cx_program_param_grad(cx_program *p, int i); /* NULL in inference programs */
 /* Writes the trained parameters and statistics back into g's initializers. */
 cx_status cx_program_store(const cx_program *p, cx_graph *g);
 
@@ -60,6 +60,8 @@ int cx_program_buffers(const cx_program *p, const cx_buffer_info **out);
 /* The compiled graph (forward and backward nodes, in schedule order). */
 const cx_graph *cx_program_graph(const cx_program *p);
 int cx_program_forward_nodes(const cx_program *p);
+/* The tensor of value id `value` of the compiled graph. */
+const cx_tensor *cx_program_value_tensor(const cx_program *p, int value);
 void cx_program_print(const cx_program *p, FILE *f);
 
 #endif

@@ -36,7 +36,15 @@ void cx_error_prefix(const char *fmt, ...) {
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
   memcpy(old, message, sizeof old);
-  snprintf(message, sizeof message, "%s: %s", prefix, old);
+  /* Truncation is acceptable: the message is for people and keeps its start. */
+  size_t n = strlen(prefix);
+  if (n > sizeof message - 3) n = sizeof message - 3;
+  memcpy(message, prefix, n);
+  memcpy(message + n, ": ", 2);
+  size_t rest = sizeof message - n - 3, m = strlen(old);
+  if (m > rest) m = rest;
+  memcpy(message + n + 2, old, m);
+  message[n + 2 + m] = '\0';
 }
 
 const char *cx_last_error(void) { return message; }

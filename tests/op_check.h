@@ -34,7 +34,9 @@ int oc_param(cx_graph *g, const char *name, const cx_shape *shape, float lo, flo
 /* A CONST f32 filled the same way. */
 int oc_const(cx_graph *g, const char *name, const cx_shape *shape, float lo, float hi,
              uint64_t seed);
-/* Shorthand for shapes: S(2, 3, 4) */
-#define S(...) cx_shape_make(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), (int64_t[]){__VA_ARGS__})
+/* Shorthand for shapes: S(2, 3, 4) is a cx_shape lvalue, so &S(2, 3, 4) is a const cx_shape *.
+ * A scalar shape is (cx_shape){0}. */
+#define S(...)                                                                                     \
+  ((cx_shape){.ndim = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), .d = {__VA_ARGS__}})
 
 #endif

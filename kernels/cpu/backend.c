@@ -1,6 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/op.h"
 #include "cpu.h"
 
 static const cx_kernel *const families[] = {

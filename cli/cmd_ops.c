@@ -1,0 +1,46 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/op.h"
+#include "../kernels/cpu/cpu.h"
+#include "commands.h"
+
+static int run(int argc, char **argv) {
+  bool json = false;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0) json = true;
+    else return cx_cli_usage_error(&cx_cmd_ops, "unknown option '%s'", argv[i]);
+  }
+  const cx_backend *cpu = cx_backend_cpu();
+  int n = 0;
+  if (json) printf("[");
+  else printf("%-30s %-14s %-6s %s\n", "op", "domain", "grad", "cpu");
+  for (const cx_op_def *const *d = cx_op_all(); *d; d++, n++) {
+    cx_node probe = {.name = "", .op = *d};
+    bool has_cpu = cx_backend_supports_op(cpu, &probe, NULL, 0);
+    const char *domain = *(*d)->domain ? (*d)->domain : "ai.onnx";
+    if (json) {
+      printf("%s{\"op\":", n ? "," : "");
+      cx_json_string(stdout, (*d)->name);
+      printf(",\"domain\":");
+      cx_json_string(stdout, domain);
+      printf(",\"gradient\":%s,\"cpu\":%s}", (*d)->grad ? "true" : "false",
+             has_cpu ? "true" : "false");
+    } else {
+      printf("%-30s %-14s %-6s %s\n", (*d)->name, domain, (*d)->grad ? "yes" : "-",
+             has_cpu ? "yes" : "-");
+    }
+  }
+  if (json) printf("]\n");
+  return 0;
+}
+
+const cx_command cx_cmd_ops = {
+    .name = "ops",
+    .summary = "List the operators the engine knows, with gradient and backend support",
+    .usage = "usage: compress ops [--json]\n\n"
+             "Lists every operator in the op table: its ONNX domain, whether it has a gradient\n"
+             "rule (so it can be trained) and whether the CPU backend has a kernel for it.\n\n"
+             "    --json    print a JSON array instead of a table\n",
+    .run = run,
+};

@@ -1,0 +1,24 @@
+#ifndef CX_COMMANDS_H
+#define CX_COMMANDS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+/* One record per `compress` subcommand. run() gets the arguments after the command name and
+ * returns the process exit code (0 ok, 1 failure, 2 usage error). */
+typedef struct cx_command {
+  const char *name;
+  const char *summary; /* one line for `compress --help` */
+  const char *usage;   /* the full text of `compress <name> --help` */
+  int (*run)(int argc, char **argv);
+} cx_command;
+
+extern const cx_command cx_cmd_demo, cx_cmd_ops;
+
+/* Shared helpers for commands. */
+bool cx_cli_wants_help(int argc, char **argv);
+void cx_json_string(FILE *f, const char *s); /* a JSON string literal, escaped */
+/* Reports an unknown option or missing value the way git does and returns 2. */
+int cx_cli_usage_error(const cx_command *c, const char *fmt, const char *arg);
+
+#endif

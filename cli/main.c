@@ -1,0 +1,46 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+static const cx_command *const commands[] = {&cx_cmd_demo, &cx_cmd_ops};
+enum { N_COMMANDS = sizeof commands / sizeof *commands };
+
+static void print_help(FILE *f) {
+  fprintf(f, "usage: compress [--version] [--help] <command> [<args>]\n\n"
+             "Distill, prune and quantize neural networks: ONNX in, smaller ONNX out.\n\n"
+             "Commands:\n");
+  for (int i = 0; i < N_COMMANDS; i++)
+    fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
+  fprintf(f, "\nSee 'compress <command> --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    print_help(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+    if (argc > 2 && strcmp(cmd, "help") == 0) {
+      for (int i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i]->name, argv[2]) == 0) return fputs(commands[i]->usage, stdout), 0;
+    }
+    print_help(stdout);
+    return 0;
+  }
+  if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+    printf("compress %s\n", CX_VERSION);
+    return 0;
+  }
+  for (int i = 0; i < N_COMMANDS; i++) {
+    if (strcmp(commands[i]->name, cmd) != 0) continue;
+    if (cx_cli_wants_help(argc - 2, argv + 2)) {
+      fputs(commands[i]->usage, stdout);
+      return 0;
+    }
+    return commands[i]->run(argc - 2, argv + 2);
+  }
+  fprintf(stderr, "compress: '%s' is not a compress command. See 'compress --help'.\n", cmd);
+  return 2;
+}

@@ -1,0 +1,504 @@
+#include "program.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "autodiff.h"
+#include "op.h"
+#include "plan.h"
+
+enum { ALIGN = 64 };
+
+struct cx_program {
+  cx_graph *g; /* forward nodes, then backward nodes, in schedule order */
+  int n_fwd;
+  const cx_backend *be;
+  bool training;
+  uint64_t seed, step;
+  cx_tensor *t;          /* by value id */
+  cx_tensor **node_in;   /* by node: its input tensors */
+  const cx_kernel **kernel;
+  void **state;
+  void *arena, *persist, *scratch;
+  cx_memory_plan mem;
+  cx_buffer_info *bufs;
+  int n_bufs;
+  int n_params;
+  int *param_value, *grad_value; /* by parameter index */
+  int *grad_ready_at;            /* by parameter: node after which its gradient is final */
+  cx_grad_ready_fn hook;
+  void *hook_user;
+};
+
+static size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+
+static size_t value_bytes(const cx_value *v) {
+  return (size_t)cx_shape_numel(&v->shape) * cx_dtype_size(v->dtype);
+}
+
+/* Reorders nodes topologically, keeping the given order where it is already valid. */
+static cx_status schedule(cx_graph *g) {
+  int n = g->n_nodes;
+  bool *done = calloc((size_t)n + 1, 1), *ready = calloc((size_t)g->n_values + 1, 1);
+  cx_node *sorted = malloc(sizeof(cx_node) * ((size_t)n + 1));
+  for (int v = 0; v < g->n_values; v++) ready[v] = g->values[v].producer < 0;
+  int placed = 0;
+  while (placed < n) {
+    int pick = -1;
+    for (int i = 0; i < n && pick < 0; i++) {
+      if (done[i]) continue;
+      bool ok = true;
+      for (int k = 0; k < g->nodes[i].n_in && ok; k++)
+        ok = g->nodes[i].in[k] < 0 || ready[g->nodes[i].in[k]];
+      if (ok) pick = i;
+    }
+    if (pick < 0) break; /* validated earlier: cannot happen */
+    done[pick] = true;
+    sorted[placed++] = g->nodes[pick];
+    for (int k = 0; k < g->nodes[pick].n_out; k++) ready[g->nodes[pick].out[k]] = true;
+  }
+  memcpy(g->nodes, sorted, sizeof(cx_node) * (size_t)placed);
+  for (int i = 0; i < placed; i++)
+    for (int k = 0; k < g->nodes[i].n_out; k++) g->values[g->nodes[i].out[k]].producer = i;
+  free(done);
+  free(ready);
+  free(sorted);
+  return placed == n ? CX_OK : cx_fail(CX_ERR_FORMAT, "the graph has a cycle");
+}
+
+/* Training programs use each op's training form (batch statistics, dropout masks). */
+static cx_status use_train_ops(cx_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    cx_node *n = &g->nodes[i];
+    if (!n->op->train_op) continue;
+    const cx_op_def *t = cx_op_find(n->op->train_op);
+    if (!t) return cx_fail(CX_ERR_ARG, "training form '%s' of op %s is not registered",
+                           n->op->train_op, n->op->name);
+    int want = t->min_out;
+    if (n->n_out < want) {
+      n->out = realloc(n->out, sizeof(int) * (size_t)want);
+      for (int k = n->n_out; k < want; k++) {
+        char base[600];
+        snprintf(base, sizeof base, "%s:saved%d", n->name, k);
+        CX_TRY(cx_graph_reserve(g, 0, 1));
+        n = &g->nodes[i];
+        int id = g->n_values++;
+        g->values[id] = (cx_value){.name = cx_graph_unique_name(g, base), .kind = CX_VALUE_ACT,
+                                   .dtype = CX_F32, .producer = i};
+        n->out[k] = id;
+      }
+      n->n_out = want;
+    }
+    n->op = t;
+  }
+  return CX_OK;
+}
+
+static cx_status infer_node(cx_graph *g, int i) {
+  cx_node *n = &g->nodes[i];
+  cx_shape in_shape[64], out_shape[16];
+  cx_dtype in_dtype[64], out_dtype[16];
+  const void *in_data[64];
+  if (n->n_in > 64 || n->n_out > 16)
+    return cx_fail(CX_ERR_UNSUPPORTED, "node '%s' has too many inputs or outputs", n->name);
+  for (int k = 0; k < n->n_in; k++) {
+    const cx_value *v = n->in[k] >= 0 ? &g->values[n->in[k]] : NULL;
+    in_shape[k] = v ? v->shape : (cx_shape){.ndim = 0};
+    in_dtype[k] = v ? v->dtype : CX_F32;
+    in_data[k] = v && v->kind == CX_VALUE_CONST ? v->init : NULL;
+  }
+  for (int k = 0; k < n->n_out; k++) {
+    out_shape[k] = (cx_shape){.ndim = 0};
+    out_dtype[k] = CX_F32;
+  }
+  cx_infer_ctx ctx = {.node = n, .in_shape = in_shape, .in_dtype = in_dtype, .in_data = in_data,
+                      .out_shape = out_shape, .out_dtype = out_dtype};
+  cx_status s = n->op->infer(&ctx);
+  if (s != CX_OK) {
+    if (!strstr(cx_last_error(), n->name)) cx_error_prefix("node '%s' (%s)", n->name, n->op->name);
+    return s;
+  }
+  for (int k = 0; k < n->n_out; k++) {
+    for (int d = 0; d < out_shape[k].ndim; d++)
+      if (out_shape[k].d[d] < 0 || out_shape[k].d[d] > ((int64_t)1 << 40))
+        return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): output %d gets dimension %lld", n->name,
+                       n->op->name, k, (long long)out_shape[k].d[d]);
+    g->values[n->out[k]].shape = out_shape[k];
+    g->values[n->out[k]].dtype = out_dtype[k];
+  }
+  return CX_OK;
+}
+
+static cx_status infer_range(cx_graph *g, int from, int to) {
+  for (int i = from; i < to; i++) CX_TRY(infer_node(g, i));
+  return CX_OK;
+}
+
+static cx_status set_batch(cx_graph *g, int64_t batch) {
+  for (int v = 0; v < g->n_values; v++) {
+    cx_value *x = &g->values[v];
+    if (x->kind != CX_VALUE_INPUT) continue;
+    for (int d = 0; d < x->shape.ndim; d++)
+      if (x->shape.d[d] < 0) {
+        if (batch <= 0)
+          return cx_fail(CX_ERR_ARG, "input '%s' has a symbolic dimension; give a batch size",
+                         x->name);
+        x->shape.d[d] = batch;
+      }
+  }
+  return CX_OK;
+}
+
+static int add_seed(cx_graph *g, const char *name, const cx_value *like, cx_value_kind kind) {
+  cx_shape s = like->shape;
+  int id = kind == CX_VALUE_INPUT ? cx_graph_input(g, name, CX_F32, &s)
+                                  : cx_graph_init(g, CX_VALUE_CONST, name, CX_F32, &s, NULL);
+  if (id >= 0 && kind == CX_VALUE_CONST) {
+    float *p = g->values[id].init;
+    for (int64_t i = 0; i < cx_shape_numel(&s); i++) p[i] = 1.0f;
+  }
+  return id;
+}
+
+static cx_status build_backward(cx_program *p, const char *loss) {
+  cx_graph *g = p->g;
+  int n_seeds = 0, n_values0 = g->n_values;
+  int *sv = malloc(sizeof(int) * ((size_t)g->n_outputs + 1));
+  int *sg = malloc(sizeof(int) * ((size_t)g->n_outputs + 1));
+  char name[600];
+  if (loss) {
+    int l = cx_graph_find_value(g, loss);
+    if (l < 0) {
+      free(sv);
+      free(sg);
+      return cx_fail(CX_ERR_ARG, "loss value '%s' is not in the graph", loss);
+    }
+    snprintf(name, sizeof name, "%s@seed", loss);
+    sv[0] = l;
+    sg[n_seeds++] = add_seed(g, name, &g->values[l], CX_VALUE_CONST);
+  } else {
+    for (int k = 0; k < g->n_outputs; k++) {
+      sv[n_seeds] = g->outputs[k];
+      snprintf(name, sizeof name, "%s@grad", g->values[g->outputs[k]].name);
+      sg[n_seeds++] = add_seed(g, name, &g->values[g->outputs[k]], CX_VALUE_INPUT);
+    }
+  }
+  int *pg = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+  cx_status s = cx_graph_status(g);
+  if (s == CX_OK) s = cx_autodiff(g, p->n_fwd, sv, sg, n_seeds, pg);
+  if (s == CX_OK) {
+    p->param_value = malloc(sizeof(int) * ((size_t)n_values0 + 1));
+    p->grad_value = malloc(sizeof(int) * ((size_t)n_values0 + 1));
+    for (int v = 0; v < n_values0 && s == CX_OK; v++) {
+      if (g->values[v].kind != CX_VALUE_PARAM) continue;
+      if (pg[v] < 0) { /* nothing reaches it (an unused initializer): its gradient is zero */
+        snprintf(name, sizeof name, "%s@grad", g->values[v].name);
+        cx_shape shape = g->values[v].shape;
+        pg[v] = cx_graph_init(g, CX_VALUE_CONST, name, CX_F32, &shape, NULL);
+        s = cx_graph_status(g);
+      }
+      p->param_value[p->n_params] = v;
+      p->grad_value[p->n_params++] = pg[v];
+    }
+  }
+  free(pg);
+  free(sv);
+  free(sg);
+  return s;
+}
+
+/* Every node must have a kernel on the backend; one message lists all that do not. */
+static cx_status find_kernels(cx_program *p) {
+  cx_graph *g = p->g;
+  char missing[1500] = "";
+  int n_missing = 0;
+  p->kernel = calloc((size_t)g->n_nodes + 1, sizeof *p->kernel);
+  p->state = calloc((size_t)g->n_nodes + 1, sizeof *p->state);
+  for (int i = 0; i < g->n_nodes; i++) {
+    p->kernel[i] = p->be->find_kernel(p->be, &g->nodes[i], p->node_in[i], g->nodes[i].n_in);
+    if (p->kernel[i]) continue;
+    if (n_missing++ < 12) {
+      size_t at = strlen(missing);
+      snprintf(missing + at, sizeof missing - at, "%s%s (node '%s')", at ? ", " : "",
+               g->nodes[i].op->name, g->nodes[i].name);
+    }
+  }
+  if (n_missing)
+    return cx_fail(CX_ERR_UNSUPPORTED, "backend '%s' has no kernel for %d node(s): %s%s",
+                   p->be->name, n_missing, missing, n_missing > 12 ? ", ..." : "");
+  return CX_OK;
+}
+
+static bool is_persistent(const cx_program *p, int v) {
+  if (p->g->values[v].kind != CX_VALUE_ACT) return true;
+  for (int k = 0; k < p->n_params; k++)
+    if (p->grad_value[k] == v) return true;
+  return false;
+}
+
+/* Places every value: persistent ones end to end, activations by the liveness planner. */
+static cx_status place_values(cx_program *p) {
+  cx_graph *g = p->g;
+  int nv = g->n_values, nn = g->n_nodes;
+  size_t *off = calloc((size_t)nv + 1, sizeof(size_t));
+  cx_plan_request *req = calloc((size_t)nv + 1, sizeof *req);
+  int n_req = 0;
+  size_t persist = 0;
+  for (int v = 0; v < nv; v++) {
+    if (is_persistent(p, v)) {
+      off[v] = persist;
+      persist += align_up(value_bytes(&g->values[v]));
+      continue;
+    }
+    int first = g->values[v].producer, last = first;
+    for (int i = first + 1; i < nn; i++)
+      for (int k = 0; k < g->nodes[i].n_in; k++)
+        if (g->nodes[i].in[k] == v) last = i;
+    for (int k = 0; k < g->n_outputs; k++)
+      if (g->outputs[k] == v) last = nn; /* readable after the step */
+    req[n_req++] = (cx_plan_request){.value = v, .bytes = align_up(value_bytes(&g->values[v])),
+                                     .first = first, .last = last};
+  }
+  p->bufs = calloc((size_t)n_req + 1, sizeof *p->bufs);
+  p->n_bufs = n_req;
+  size_t arena = cx_plan_place(req, n_req, ALIGN);
+  for (int b = 0; b < n_req; b++) {
+    p->bufs[b] = (cx_buffer_info){.value = req[b].value, .offset = req[b].offset,
+                                  .bytes = req[b].bytes, .first = req[b].first,
+                                  .last = req[b].last};
+    p->mem.unplanned_bytes += req[b].bytes;
+  }
+  p->mem.arena_bytes = arena;
+  p->mem.persistent_bytes = persist;
+  p->mem.n_buffers = n_req;
+  p->arena = p->be->alloc(arena ? arena : ALIGN);
+  p->persist = p->be->alloc(persist ? persist : ALIGN);
+  p->t = calloc((size_t)nv + 1, sizeof(cx_tensor));
+  cx_status s = p->arena && p->persist && p->t ? CX_OK
+                : cx_fail(CX_ERR_NOMEM, "cannot allocate %zu + %zu bytes", arena, persist);
+  for (int b = 0; b < n_req; b++) off[req[b].value] = req[b].offset;
+  for (int v = 0; v < nv && s == CX_OK; v++) {
+    cx_value *x = &g->values[v];
+    char *base = is_persistent(p, v) ? p->persist : p->arena;
+    p->t[v] = cx_tensor_view(x->dtype, &x->shape, base + off[v]);
+    p->t[v].device.kind = p->be->device;
+    if (x->init)
+      s = p->be->copy_async(p->t[v].data, p->be->device, x->init, CX_DEVICE_CPU, value_bytes(x),
+                            NULL);
+    else if (is_persistent(p, v))
+      p->be->memset_zero(p->t[v].data, value_bytes(x), NULL);
+  }
+  if (s == CX_OK) s = p->be->sync(NULL);
+  free(off);
+  free(req);
+  return s;
+}
+
+static cx_kernel_args node_args(const cx_program *p, int i) {
+  const cx_node *n = &p->g->nodes[i];
+  return (cx_kernel_args){.node = n, .in = p->node_in[i], .n_in = n->n_in,
+                          .out = p->node_in[i] + n->n_in, .n_out = n->n_out,
+                          .state = p->state[i], .scratch = p->scratch, .training = p->training,
+                          .seed = p->seed, .step = p->step, .node_index = i};
+}
+
+static void bind_node_tensors(cx_program *p) {
+  cx_graph *g = p->g;
+  p->node_in = calloc((size_t)g->n_nodes + 1, sizeof *p->node_in);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const cx_node *n = &g->nodes[i];
+    p->node_in[i] = calloc((size_t)(n->n_in + n->n_out) + 1, sizeof(cx_tensor));
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0) p->node_in[i][k] = p->t[n->in[k]];
+    for (int k = 0; k < n->n_out; k++) p->node_in[i][n->n_in + k] = p->t[n->out[k]];
+  }
+}
+
+static cx_status prepare_kernels(cx_program *p) {
+  size_t scratch = 0;
+  for (int i = 0; i < p->g->n_nodes; i++) {
+    if (!p->kernel[i]->prepare) continue;
+    cx_kernel_args a = node_args(p, i);
+    size_t need = 0;
+    cx_status s = p->kernel[i]->prepare(&a, &p->state[i], &need);
+    if (s != CX_OK) {
+      if (!strstr(cx_last_error(), p->g->nodes[i].name))
+        cx_error_prefix("node '%s' (%s)", p->g->nodes[i].name, p->g->nodes[i].op->name);
+      return s;
+    }
+    if (need > scratch) scratch = need;
+  }
+  p->mem.scratch_bytes = scratch;
+  p->scratch = p->be->alloc(scratch ? scratch : ALIGN);
+  return p->scratch ? CX_OK : cx_fail(CX_ERR_NOMEM, "cannot allocate %zu scratch bytes", scratch);
+}
+
+static void find_grad_ready(cx_program *p) {
+  p->grad_ready_at = malloc(sizeof(int) * ((size_t)p->n_params + 1));
+  for (int k = 0; k < p->n_params; k++) {
+    int v = p->grad_value[k];
+    p->grad_ready_at[k] = v >= 0 ? p->g->values[v].producer : -1; /* -1: a zero constant */
+  }
+}
+
+static cx_status compile(cx_program *p, const cx_compile_opts *o) {
+  cx_graph *g = p->g;
+  CX_TRY(schedule(g));
+  if (o->training) CX_TRY(use_train_ops(g));
+  CX_TRY(set_batch(g, o->batch));
+  p->n_fwd = g->n_nodes;
+  CX_TRY(infer_range(g, 0, p->n_fwd));
+  if (o->training) {
+    CX_TRY(build_backward(p, o->loss));
+    CX_TRY(infer_range(g, p->n_fwd, g->n_nodes));
+  } else {
+    p->param_value = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    p->grad_value = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    for (int v = 0; v < g->n_values; v++)
+      if (g->values[v].kind == CX_VALUE_PARAM) {
+        p->param_value[p->n_params] = v;
+        p->grad_value[p->n_params++] = -1;
+      }
+  }
+  CX_TRY(place_values(p));
+  bind_node_tensors(p);
+  CX_TRY(find_kernels(p));
+  CX_TRY(prepare_kernels(p));
+  find_grad_ready(p);
+  return CX_OK;
+}
+
+cx_status cx_program_compile(const cx_graph *g, const cx_compile_opts *o, cx_program **out) {
+  *out = NULL;
+  if (!o->backend) return cx_fail(CX_ERR_ARG, "cx_program_compile: no backend given");
+  CX_TRY(cx_graph_validate(g));
+  cx_program *p = calloc(1, sizeof *p);
+  p->g = cx_graph_clone(g);
+  p->be = o->backend;
+  p->training = o->training;
+  p->seed = o->seed;
+  cx_status s = p->g ? compile(p, o) : cx_fail(CX_ERR_NOMEM, "out of memory");
+  if (s != CX_OK) {
+    cx_program_free(p);
+    return s;
+  }
+  *out = p;
+  return CX_OK;
+}
+
+void cx_program_free(cx_program *p) {
+  if (!p) return;
+  for (int i = 0; p->g && i < p->g->n_nodes; i++) {
+    if (p->kernel && p->kernel[i] && p->kernel[i]->release && p->state[i])
+      p->kernel[i]->release(p->state[i]);
+    if (p->node_in) free(p->node_in[i]);
+  }
+  if (p->be) {
+    p->be->free(p->arena);
+    p->be->free(p->persist);
+    p->be->free(p->scratch);
+  }
+  free(p->node_in);
+  free(p->kernel);
+  free(p->state);
+  free(p->t);
+  free(p->bufs);
+  free(p->param_value);
+  free(p->grad_value);
+  free(p->grad_ready_at);
+  cx_graph_free(p->g);
+  free(p);
+}
+
+static cx_status run_node(cx_program *p, int i) {
+  cx_kernel_args a = node_args(p, i);
+  cx_status s = p->kernel[i]->run(&a);
+  if (s != CX_OK && !strstr(cx_last_error(), p->g->nodes[i].name))
+    cx_error_prefix("node '%s' (%s)", p->g->nodes[i].name, p->g->nodes[i].op->name);
+  return s;
+}
+
+cx_status cx_program_forward(cx_program *p) {
+  for (int i = 0; i < p->n_fwd; i++) CX_TRY(run_node(p, i));
+  if (!p->training) p->step++;
+  return CX_OK;
+}
+
+cx_status cx_program_backward(cx_program *p) {
+  if (!p->training) return cx_fail(CX_ERR_ARG, "backward on a program compiled for inference");
+  for (int i = p->n_fwd; i < p->g->n_nodes; i++) {
+    CX_TRY(run_node(p, i));
+    for (int k = 0; p->hook && k < p->n_params; k++)
+      if (p->grad_ready_at[k] == i)
+        p->hook(p->hook_user, k, &p->t[p->param_value[k]], &p->t[p->grad_value[k]]);
+  }
+  for (int k = 0; p->hook && k < p->n_params; k++) /* zero gradients: final from the start */
+    if (p->grad_ready_at[k] < 0)
+      p->hook(p->hook_user, k, &p->t[p->param_value[k]], &p->t[p->grad_value[k]]);
+  p->step++;
+  return CX_OK;
+}
+
+void cx_program_set_grad_hook(cx_program *p, cx_grad_ready_fn fn, void *user) {
+  p->hook = fn;
+  p->hook_user = user;
+}
+
+cx_tensor *cx_program_tensor(cx_program *p, const char *name) {
+  int v = cx_graph_find_value(p->g, name);
+  if (v >= 0) return &p->t[v];
+  size_t n = strlen(name);
+  if (n > 5 && strcmp(name + n - 5, "@grad") == 0)
+    for (int k = 0; k < p->n_params; k++) {
+      const char *pn = p->g->values[p->param_value[k]].name;
+      if (strlen(pn) == n - 5 && strncmp(pn, name, n - 5) == 0) return cx_program_param_grad(p, k);
+    }
+  return NULL;
+}
+
+int cx_program_param_count(const cx_program *p) { return p->n_params; }
+
+const char *cx_program_param_name(const cx_program *p, int i) {
+  return p->g->values[p->param_value[i]].name;
+}
+
+cx_tensor *cx_program_param(cx_program *p, int i) { return &p->t[p->param_value[i]]; }
+
+cx_tensor *cx_program_param_grad(cx_program *p, int i) {
+  return p->grad_value[i] >= 0 ? &p->t[p->grad_value[i]] : NULL;
+}
+
+cx_status cx_program_store(const cx_program *p, cx_graph *g) {
+  for (int v = 0; v < p->g->n_values; v++) {
+    const cx_value *x = &p->g->values[v];
+    if (x->kind != CX_VALUE_PARAM && x->kind != CX_VALUE_STATE) continue;
+    int d = cx_graph_find_value(g, x->name);
+    if (d < 0 || !g->values[d].init || value_bytes(&g->values[d]) != value_bytes(x))
+      return cx_fail(CX_ERR_ARG, "parameter '%s' has no counterpart of the same size", x->name);
+    CX_TRY(p->be->copy_async(g->values[d].init, CX_DEVICE_CPU, p->t[v].data, p->be->device,
+                             value_bytes(x), NULL));
+  }
+  return p->be->sync(NULL);
+}
+
+cx_memory_plan cx_program_memory(const cx_program *p) { return p->mem; }
+
+int cx_program_buffers(const cx_program *p, const cx_buffer_info **out) {
+  *out = p->bufs;
+  return p->n_bufs;
+}
+
+const cx_graph *cx_program_graph(const cx_program *p) { return p->g; }
+
+int cx_program_forward_nodes(const cx_program *p) { return p->n_fwd; }
+
+const cx_tensor *cx_program_value_tensor(const cx_program *p, int value) { return &p->t[value]; }
+
+void cx_program_print(const cx_program *p, FILE *f) {
+  const cx_memory_plan *m = &p->mem;
+  fprintf(f, "program: %d forward + %d backward nodes, %d parameters\n", p->n_fwd,
+          p->g->n_nodes - p->n_fwd, p->n_params);
+  fprintf(f, "memory: arena %.2f MiB (%.2f MiB without reuse, %d buffers), persistent %.2f MiB, "
+             "scratch %.2f MiB\n", m->arena_bytes / 1048576.0, m->unplanned_bytes / 1048576.0,
+          m->n_buffers, m->persistent_bytes / 1048576.0, m->scratch_bytes / 1048576.0);
+}

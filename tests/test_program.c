@@ -1,0 +1,206 @@
+/* The compiled program: memory plan, gradient-ready hook, gradient accumulation, end-to-end fit. */
+#include <malloc.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/plan.h"
+#include "../core/program.h"
+#include "../core/rng.h"
+#include "../kernels/cpu/cpu.h"
+#include "../models/tiny_cnn.h"
+#include "../train/sgd.h"
+#include "op_check.h"
+
+static int fails;
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fails++;                                                                                     \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
+      printf(__VA_ARGS__);                                                                         \
+      printf("\n");                                                                                \
+    }                                                                                              \
+  } while (0)
+
+static int conv_bn(cx_graph *g, const char *name, int x, int c, bool relu, uint64_t seed) {
+  char n[64];
+  snprintf(n, sizeof n, "%s.w", name);
+  int w = oc_param(g, n, &S(c, c, 3, 3), -0.1f, 0.1f, seed);
+  snprintf(n, sizeof n, "%s.conv", name);
+  int conv = cx_graph_node(g, "Conv", n, (int[]){x, w}, 2, 1);
+  cx_node_set_ints(g, conv, "pads", (int64_t[]){1, 1, 1, 1}, 4);
+  int in[5] = {cx_node_output(g, conv, 0)};
+  const char *suffix[4] = {"scale", "bias", "mean", "var"};
+  for (int k = 0; k < 4; k++) {
+    snprintf(n, sizeof n, "%s.%s", name, suffix[k]);
+    in[k + 1] = k < 2 ? oc_param(g, n, &S(c), 0.5f, 1.0f, seed + 1 + (uint64_t)k)
+                      : cx_graph_init(g, CX_VALUE_STATE, n, CX_F32, &S(c), NULL);
+  }
+  snprintf(n, sizeof n, "%s.bn", name);
+  int y = cx_graph_op(g, "BatchNormalization", n, in, 5);
+  if (!relu) return y;
+  snprintf(n, sizeof n, "%s.relu", name);
+  return cx_graph_op(g, "Relu", n, &y, 1);
+}
+
+/* Four ResNet basic blocks at 16 channels. */
+static cx_graph *resnet_style(void) {
+  cx_graph *g = cx_graph_new();
+  int x = cx_graph_input(g, "x", CX_F32, &S(-1, 16, 16, 16));
+  for (int b = 0; b < 4; b++) {
+    char n[32];
+    snprintf(n, sizeof n, "block%d.a", b);
+    int y = conv_bn(g, n, x, 16, true, 100 + (uint64_t)b * 10);
+    snprintf(n, sizeof n, "block%d.b", b);
+    y = conv_bn(g, n, y, 16, false, 105 + (uint64_t)b * 10);
+    snprintf(n, sizeof n, "block%d.add", b);
+    y = cx_graph_op(g, "Add", n, (int[]){x, y}, 2);
+    snprintf(n, sizeof n, "block%d.relu", b);
+    x = cx_graph_op(g, "Relu", n, &y, 1);
+  }
+  cx_graph_mark_output(g, x);
+  return g;
+}
+
+static void check_no_overlap(cx_program *p, const char *what) {
+  const cx_buffer_info *b;
+  int n = cx_program_buffers(p, &b);
+  cx_plan_request *r = calloc((size_t)n + 1, sizeof *r);
+  for (int i = 0; i < n; i++)
+    r[i] = (cx_plan_request){.value = b[i].value, .bytes = b[i].bytes, .first = b[i].first,
+                             .last = b[i].last, .offset = b[i].offset};
+  CHECK(cx_plan_check(r, n) == 0, "%s: two live buffers overlap", what);
+  free(r);
+}
+
+static void test_memory_plan(void) {
+  cx_graph *g = resnet_style();
+  cx_program *inf = NULL, *tr = NULL;
+  cx_compile_opts o = {.batch = 8, .backend = cx_backend_cpu()};
+  CHECK(cx_program_compile(g, &o, &inf) == CX_OK, "compile inference: %s", cx_last_error());
+  o.training = true;
+  CHECK(cx_program_compile(g, &o, &tr) == CX_OK, "compile training: %s", cx_last_error());
+  if (inf && tr) {
+    cx_memory_plan mi = cx_program_memory(inf), mt = cx_program_memory(tr);
+    printf("inference arena %zu of %zu bytes; training arena %zu of %zu bytes\n", mi.arena_bytes,
+           mi.unplanned_bytes, mt.arena_bytes, mt.unplanned_bytes);
+    check_no_overlap(inf, "inference");
+    check_no_overlap(tr, "training");
+    CHECK(mi.arena_bytes * 4 <= mi.unplanned_bytes, "inference arena %zu not well below %zu",
+          mi.arena_bytes, mi.unplanned_bytes);
+    CHECK(mt.arena_bytes * 3 <= mt.unplanned_bytes * 2, "training arena %zu not below 2/3 of %zu",
+          mt.arena_bytes, mt.unplanned_bytes);
+    CHECK(mi.arena_bytes * 2 < mt.arena_bytes, "inference keeps activations for backward");
+  }
+  cx_program_free(inf);
+  cx_program_free(tr);
+  cx_graph_free(g);
+}
+
+typedef struct hook_log {
+  int calls[64];
+  float first_at_hook[64];
+} hook_log;
+
+static void on_grad_ready(void *user, int param, const cx_tensor *value, const cx_tensor *grad) {
+  (void)value;
+  hook_log *h = user;
+  h->calls[param]++;
+  h->first_at_hook[param] = ((const float *)grad->data)[0];
+}
+
+static void test_grad_hook(void) {
+  cx_graph *g = resnet_style();
+  cx_program *p = NULL;
+  cx_compile_opts o = {.batch = 2, .training = true, .backend = cx_backend_cpu()};
+  CHECK(cx_program_compile(g, &o, &p) == CX_OK, "compile: %s", cx_last_error());
+  if (p) {
+    hook_log h = {0};
+    cx_program_set_grad_hook(p, on_grad_ready, &h);
+    cx_tensor *x = cx_program_tensor(p, "x"), *dy = cx_program_tensor(p, "block3.relu@grad");
+    for (int64_t i = 0; i < cx_tensor_numel(x); i++) ((float *)x->data)[i] = cx_rng_normal(1, (uint64_t)i);
+    for (int64_t i = 0; i < cx_tensor_numel(dy); i++) ((float *)dy->data)[i] = cx_rng_normal(2, (uint64_t)i);
+    CHECK(cx_program_forward(p) == CX_OK && cx_program_backward(p) == CX_OK, "step: %s",
+          cx_last_error());
+    for (int k = 0; k < cx_program_param_count(p); k++) {
+      CHECK(h.calls[k] == 1, "hook called %d times for %s", h.calls[k], cx_program_param_name(p, k));
+      float final = ((float *)cx_program_param_grad(p, k)->data)[0];
+      CHECK(final == h.first_at_hook[k], "gradient of %s changed after its hook", cx_program_param_name(p, k));
+    }
+  }
+  cx_program_free(p);
+  cx_graph_free(g);
+}
+
+/* A parameter read by two nodes gets the sum of both contributions. */
+static void test_grad_accumulation(void) {
+  cx_graph *g = cx_graph_new();
+  int w = oc_param(g, "w", &S(3, 5), -1, 1, 3);
+  int a = cx_graph_op(g, "Mul", "square", (int[]){w, w}, 2);
+  int r = cx_graph_op(g, "Relu", "relu", &w, 1);
+  int y = cx_graph_op(g, "Add", "sum", (int[]){a, r}, 2);
+  cx_graph_mark_output(g, y);
+  fails += oc_check("w*w + relu(w)", g, &(oc_opts){.grad = true});
+  cx_graph_free(g);
+}
+
+static void test_tiny_cnn_fits(void) {
+  cx_graph *g = cx_tiny_cnn(1, 12, 10, 5);
+  cx_program *p = NULL;
+  cx_compile_opts o = {.batch = 16, .training = true, .loss = "loss", .backend = cx_backend_cpu()};
+  CHECK(cx_program_compile(g, &o, &p) == CX_OK, "compile: %s", cx_last_error());
+  if (!p) return;
+  cx_tensor *x = cx_program_tensor(p, "images"), *y = cx_program_tensor(p, "labels");
+  for (int64_t i = 0; i < cx_tensor_numel(x); i++) ((float *)x->data)[i] = cx_rng_normal(7, (uint64_t)i);
+  for (int64_t i = 0; i < 16; i++) ((int64_t *)y->data)[i] = i % 10;
+  cx_sgd opt;
+  CHECK(cx_sgd_init(&opt, p, 0.05f, 0.9f, 0, false) == CX_OK, "sgd");
+  float first = 0, last = 0;
+  for (int step = 0; step < 150; step++) {
+    if (cx_program_forward(p) != CX_OK || cx_program_backward(p) != CX_OK) {
+      CHECK(0, "step %d: %s", step, cx_last_error());
+      break;
+    }
+    cx_sgd_step(&opt, p);
+    last = *(float *)cx_program_tensor(p, "loss")->data;
+    if (step == 0) first = last;
+  }
+  printf("tiny CNN: loss %.4f -> %.4f\n", first, last);
+  /* Steps run without allocating: the heap's in-use bytes do not move over further steps. */
+  struct mallinfo2 before = mallinfo2();
+  for (int step = 0; step < 3; step++)
+    if (cx_program_forward(p) != CX_OK || cx_program_backward(p) != CX_OK) break;
+  struct mallinfo2 after = mallinfo2();
+  CHECK(before.uordblks == after.uordblks, "steps allocated: heap in use %zu -> %zu bytes",
+        before.uordblks, after.uordblks);
+  CHECK(isfinite(last) && last * 10 <= first, "loss fell only from %g to %g", first, last);
+  cx_sgd_free(&opt);
+  cx_program_free(p);
+  cx_graph_free(g);
+}
+
+static void test_errors(void) {
+  cx_graph *g = cx_graph_new();
+  int a = oc_param(g, "a", &S(2, 3), 0, 1, 1), b = oc_param(g, "b", &S(4), 0, 1, 2);
+  int y = cx_graph_op(g, "Add", "bad_add", (int[]){a, b}, 2);
+  cx_graph_mark_output(g, y);
+  cx_program *p = NULL;
+  cx_compile_opts o = {.batch = 1, .backend = cx_backend_cpu()};
+  CHECK(cx_program_compile(g, &o, &p) == CX_ERR_SHAPE, "mismatched Add compiled");
+  CHECK(strstr(cx_last_error(), "bad_add") && strstr(cx_last_error(), "[2,3]") &&
+            strstr(cx_last_error(), "[4]"), "message should name node and shapes: %s",
+        cx_last_error());
+  cx_graph_free(g);
+}
+
+int main(void) {
+  test_memory_plan();
+  test_grad_hook();
+  test_grad_accumulation();
+  test_tiny_cnn_fits();
+  test_errors();
+  printf("%s: %d failure(s)\n", fails ? "FAIL" : "ok", fails);
+  return fails != 0;
+}
