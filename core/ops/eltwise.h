@@ -20,10 +20,6 @@ struct cx_node;
 cx_status cx_reduce_to_keep_shape(const struct cx_node *n, const cx_shape *small,
                                   const cx_shape *full, cx_shape *keep);
 
-/* A possibly negative axis of a rank-`rank` tensor as 0..rank-1; fails naming the node. (op.h
- * declares cx_axis_normalize for this, but core does not define it yet.) */
-cx_status cx_elem_axis(const struct cx_node *n, int64_t axis, int rank, int *out);
-
 /* ReduceSum / ReduceMean: from the node's axes (attribute or input values, given here as
  * axes/n_axes), keepdims and noop_with_empty_axes, the keepdims form of the result (reduced axes set
  * to 1), the output shape, and which axes are reduced (none when the node is an identity). Fails

@@ -7,21 +7,13 @@
 #include "eltwise.h"
 #include "families.h"
 
-cx_status cx_elem_axis(const cx_node *n, int64_t axis, int rank, int *out) {
-  if (axis < -rank || axis >= rank)
-    return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): axis %lld is out of range for rank %d", n->name,
-                   n->op->name, (long long)axis, rank);
-  *out = (int)(axis < 0 ? axis + rank : axis);
-  return CX_OK;
-}
-
 cx_status cx_reduce_shapes(const cx_node *n, const cx_shape *x, const int64_t *axes, int n_axes,
                            cx_shape *keep, cx_shape *out, bool reduced[CX_MAX_DIMS]) {
   bool red[CX_MAX_DIMS] = {false};
   bool noop = n_axes == 0 && cx_node_int(n, "noop_with_empty_axes", 0) != 0;
   for (int i = 0; i < n_axes; i++) {
     int a = 0;
-    CX_TRY(cx_elem_axis(n, axes[i], x->ndim, &a));
+    CX_TRY(cx_axis_normalize(n, axes[i], x->ndim, &a));
     red[a] = true;
   }
   for (int i = 0; i < x->ndim && n_axes == 0 && !noop; i++) red[i] = true;
@@ -96,7 +88,7 @@ static cx_status infer_broadcast_to(const cx_infer_ctx *ctx) {
 static cx_status infer_softmax(const cx_infer_ctx *ctx) {
   CX_TRY(need_f32(ctx, 0));
   int axis = 0;
-  CX_TRY(cx_elem_axis(ctx->node, cx_node_int(ctx->node, "axis", -1), ctx->in_shape[0].ndim,
+  CX_TRY(cx_axis_normalize(ctx->node, cx_node_int(ctx->node, "axis", -1), ctx->in_shape[0].ndim,
                            &axis));
   ctx->out_shape[0] = ctx->in_shape[0];
   ctx->out_dtype[0] = CX_F32;

@@ -109,7 +109,7 @@ static cx_status run_softmax_like(const cx_kernel_args *a, sm_kind k) {
   bool grad = k == SM_SOFTMAX_GRAD || k == SM_LOG_SOFTMAX_GRAD;
   const cx_tensor *xt = &a->in[grad ? 1 : 0];
   int axis = 0;
-  CX_TRY(cx_elem_axis(a->node, cx_node_int(a->node, "axis", -1), xt->shape.ndim, &axis));
+  CX_TRY(cx_axis_normalize(a->node, cx_node_int(a->node, "axis", -1), xt->shape.ndim, &axis));
   int64_t outer, n, inner;
   cx_cpu_axis_split(&xt->shape, axis, &outer, &n, &inner);
   const float *x = cx_f32(xt), *dy = grad ? cx_f32(&a->in[0]) : NULL;

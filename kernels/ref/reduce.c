@@ -43,7 +43,7 @@ static cx_status ref_softmax_like(const cx_ref_args *a, kind k) {
   bool grad = k == SOFTMAX_GRAD || k == LOG_SOFTMAX_GRAD;
   const cx_ref_tensor *xt = &a->in[grad ? 1 : 0];
   int axis = 0;
-  CX_TRY(cx_elem_axis(a->node, cx_node_int(a->node, "axis", -1), xt->shape.ndim, &axis));
+  CX_TRY(cx_axis_normalize(a->node, cx_node_int(a->node, "axis", -1), xt->shape.ndim, &axis));
   int64_t outer = 1, n = xt->shape.d[axis], inner = 1;
   for (int i = 0; i < axis; i++) outer *= xt->shape.d[i];
   for (int i = axis + 1; i < xt->shape.ndim; i++) inner *= xt->shape.d[i];
