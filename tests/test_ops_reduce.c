@@ -54,6 +54,8 @@ static const red_case red_cases[] = {
     {S(3, 37, 301), 2, {0, 2}, 0, false, false},    /* threaded */
     {S(3, 37, 301), 1, {1}, 1, false, false},
     {S(64, 1031), 1, {0}, 0, false, false},
+    {S(3, 37, 301), 0, {0}, 0, false, false},          /* threaded, one output */
+    {S(8, 3, 41, 41), 3, {0, 2, 3}, 1, false, false},  /* threaded, few outputs */
 };
 
 static int reductions(void) {
