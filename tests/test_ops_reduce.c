@@ -83,7 +83,8 @@ static int softmax(const char *op, cx_shape s, int64_t axis, bool set_axis) {
 static int softmax_grad(const char *op, cx_shape s, int64_t axis) {
   cx_graph *g = cx_graph_new();
   bool log = op[0] == 'L';
-  int in[2] = {oc_const(g, "dy", &s, -1, 1, 42), oc_const(g, "yv", &s, log ? -4 : 0, log ? 0 : 1, 43)};
+  int in[2] = {oc_const(g, "dy", &s, -1, 1, 42),
+               oc_const(g, "yv", &s, log ? -4 : 0, log ? 0 : 1, 43)};
   int node = cx_graph_node(g, op, "dx", in, 2, 1);
   cx_node_set_int(g, node, "axis", axis);
   cx_graph_mark_output(g, cx_node_output(g, node, 0));

@@ -13,7 +13,7 @@
 
 /* AVX-512F present and not disabled with CX_CPU_NO_AVX512=1 (to test the portable path). */
 bool cx_cpu_avx512(void);
-/* Tests: run the portable paths even where AVX-512 is present. Not thread safe; call between runs. */
+/* Tests: run the portable paths even where AVX-512 is present (call between runs). */
 void cx_cpu_force_portable(bool on);
 
 /* This thread's share [i0, i1) of n elements inside a parallel region, on 16-element boundaries so

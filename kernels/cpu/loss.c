@@ -252,7 +252,8 @@ __attribute__((target("avx512f"))) static void kd_row_grad_avx512(float *dx, con
 
 static void kd_row_grad(float *dx, const float *s, const float *t, int64_t n, double inv_t,
                         double g) {
-  float ls = (float)cx_cpu_row_lse(s, (float)inv_t, n), lt = (float)cx_cpu_row_lse(t, (float)inv_t, n);
+  float ls = (float)cx_cpu_row_lse(s, (float)inv_t, n),
+        lt = (float)cx_cpu_row_lse(t, (float)inv_t, n);
   if (cx_cpu_avx512()) {
     kd_row_grad_avx512(dx, s, t, n, (float)inv_t, ls, lt, (float)g);
     return;

@@ -71,7 +71,9 @@ static cx_status ref_softmax_like(const cx_ref_args *a, kind k) {
 
 static cx_status ref_softmax(const cx_ref_args *a) { return ref_softmax_like(a, SOFTMAX); }
 static cx_status ref_log_softmax(const cx_ref_args *a) { return ref_softmax_like(a, LOG_SOFTMAX); }
-static cx_status ref_softmax_grad(const cx_ref_args *a) { return ref_softmax_like(a, SOFTMAX_GRAD); }
+static cx_status ref_softmax_grad(const cx_ref_args *a) {
+  return ref_softmax_like(a, SOFTMAX_GRAD);
+}
 static cx_status ref_log_softmax_grad(const cx_ref_args *a) {
   return ref_softmax_like(a, LOG_SOFTMAX_GRAD);
 }
