@@ -1,6 +1,6 @@
 /* Element-wise activations (Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Exp, Log,
  * Sqrt) and their single gradient op ActivationGrad(dY, X, Y[, min, max]) with attribute `op`,
- * which reads whichever of X and Y the derivative needs; the other is omitted, so it can be freed. */
+ * which reads whichever of X and Y the derivative needs (the other is omitted: it can be freed). */
 
 #include "activation.h"
 
