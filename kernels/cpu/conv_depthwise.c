@@ -254,6 +254,10 @@ bool cx_conv_dw_have_avx512(void) { return false; }
 
 void cx_conv_dw3x3_forward(const cx_conv_geom *g, const float *x, const float *w, const float *b,
                            float *y, bool avx512) {
+  if (avx512 && cx_conv_dw3x3_small_fits(g)) {
+    cx_conv_dw3x3_small_forward(g, x, w, b, y);
+    return;
+  }
   int64_t planes = g->n * g->c_in, xs = g->h * g->w, ys = g->oh * g->ow;
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < planes; p++) {
@@ -272,6 +276,10 @@ void cx_conv_dw3x3_forward(const cx_conv_geom *g, const float *x, const float *w
 
 void cx_conv_dw3x3_backward_data(const cx_conv_geom *g, const float *dy, const float *w, float *dx,
                                  bool avx512) {
+  if (avx512 && cx_conv_dw3x3_small_fits(g)) {
+    cx_conv_dw3x3_small_backward_data(g, dy, w, dx);
+    return;
+  }
   int64_t planes = g->n * g->c_in, xs = g->h * g->w, ys = g->oh * g->ow;
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < planes; p++) {
@@ -300,6 +308,10 @@ static void bwd_weights_channel_c(const cx_conv_geom *g, int64_t c, const float 
 
 void cx_conv_dw3x3_backward_weights(const cx_conv_geom *g, const float *x, const float *dy,
                                     float *dw, float *db, bool avx512) {
+  if (avx512 && cx_conv_dw3x3_small_fits(g)) {
+    cx_conv_dw3x3_small_backward_weights(g, x, dy, dw, db);
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < g->c_in; c++) {
 #ifdef CX_DW_X86
