@@ -15,8 +15,9 @@ bool cx_conv_dw3x3_small_fits(const cx_conv_geom *g) {
   return g->ow < 16 && g->h * g->w <= TILE_PIX && g->oh * g->ow <= TILE_PIX && g->c_in >= LANES;
 }
 
-/* r[i] (row i) becomes column i: four rounds of in-lane and cross-lane shuffles. */
-AVX512 static void transpose16(__m512 r[16]) {
+/* r[i] (row i) becomes column i: four rounds of in-lane and cross-lane shuffles. Inlined so that r
+ * stays in registers. */
+AVX512 static inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
   __m512 t[16], u[16];
   for (int i = 0; i < 8; i++) {
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
@@ -65,6 +66,12 @@ AVX512 static void tile_out(const float *tile, int64_t npix, float *planes, int6
   }
 }
 
+/* Asks for the planes the next image will read while this one computes: the 16 loads of a tile
+ * chunk hit 16 different cache lines, so waiting for each group's lines would dominate. */
+static inline void prefetch_planes(const float *p, int64_t floats) {
+  for (int64_t i = 0; i < floats; i += 16) _mm_prefetch((const char *)(p + i), _MM_HINT_T0);
+}
+
 /* The 9 taps of channels c0.. as vectors, wv[k][lane] = w[(c0 + lane) * 9 + k] */
 AVX512 static void weights_in(const float *w, int64_t c0, int nc, __m512 wv[9]) {
   float t[9][16] __attribute__((aligned(64))) = {{0}};
@@ -74,85 +81,127 @@ AVX512 static void weights_in(const float *w, int64_t c0, int nc, __m512 wv[9]) 
 }
 
 /* The range of kernel columns (or rows) that land inside [0, len) for an output at o. */
-static void tap_range(int64_t o, int64_t stride, int64_t pad, int64_t len, int *lo, int *hi) {
+static inline void tap_range(int64_t o, int64_t stride, int64_t pad, int64_t len, int *lo, int *hi) {
   int64_t base = o * stride - pad;
   *lo = base < 0 ? (int)-base : 0;
   *hi = len - base < 3 ? (int)(len - base) : 3;
 }
 
-AVX512 static void fwd_tile(const cx_conv_geom *g, const float *tx, const __m512 *wv, __m512 bias,
-                            float *ty) {
+/* A 3x3 correlation of tiles: out[oy][ox] = bias + sum w[ky][kx] * in[oy*s - pad + ky][...]. */
+typedef struct corr_geom {
+  int64_t ih, iw, oh, ow, sh, sw, pt, pl;
+} corr_geom;
+
+AVX512 static inline __m512 corr_interior(const float *in, int64_t at, int64_t iw, const __m512 *wv,
+                                          __m512 bias) {
+  const float *r0 = in + at * LANES, *r1 = r0 + iw * LANES, *r2 = r1 + iw * LANES;
+  __m512 a0 = _mm512_fmadd_ps(wv[0], _mm512_load_ps(r0), bias);
+  __m512 a1 = _mm512_mul_ps(wv[3], _mm512_load_ps(r1));
+  __m512 a2 = _mm512_mul_ps(wv[6], _mm512_load_ps(r2));
+  a0 = _mm512_fmadd_ps(wv[1], _mm512_load_ps(r0 + LANES), a0);
+  a1 = _mm512_fmadd_ps(wv[4], _mm512_load_ps(r1 + LANES), a1);
+  a2 = _mm512_fmadd_ps(wv[7], _mm512_load_ps(r2 + LANES), a2);
+  a0 = _mm512_fmadd_ps(wv[2], _mm512_load_ps(r0 + 2 * LANES), a0);
+  a1 = _mm512_fmadd_ps(wv[5], _mm512_load_ps(r1 + 2 * LANES), a1);
+  a2 = _mm512_fmadd_ps(wv[8], _mm512_load_ps(r2 + 2 * LANES), a2);
+  return _mm512_add_ps(_mm512_add_ps(a0, a1), a2);
+}
+
+AVX512 static void correlate(const corr_geom *c, const float *in, const __m512 *wv, __m512 bias,
+                             float *out) {
+  for (int64_t oy = 0; oy < c->oh; oy++) {
+    int y0, y1;
+    tap_range(oy, c->sh, c->pt, c->ih, &y0, &y1);
+    for (int64_t ox = 0; ox < c->ow; ox++) {
+      int x0, x1;
+      tap_range(ox, c->sw, c->pl, c->iw, &x0, &x1);
+      int64_t at = (oy * c->sh - c->pt) * c->iw + ox * c->sw - c->pl; /* pixel of tap (0, 0) */
+      __m512 acc = bias;
+      if (y0 == 0 && y1 == 3 && x0 == 0 && x1 == 3)
+        acc = corr_interior(in, at, c->iw, wv, bias);
+      else
+        for (int ky = y0; ky < y1; ky++)
+          for (int kx = x0; kx < x1; kx++)
+            acc = _mm512_fmadd_ps(wv[ky * 3 + kx],
+                                  _mm512_load_ps(in + (at + ky * c->iw + kx) * LANES), acc);
+      _mm512_store_ps(out + (oy * c->ow + ox) * LANES, acc);
+    }
+  }
+}
+
+/* Runs the statements given last, with n, c0, nc and wv set, over every image and group of 16 channels, images innermost so that a
+ * thread loads each group's weights once. */
+#define FOR_IMAGE_AND_GROUP(g, w, n, c0, nc, wv, ...)                                             \
+  do {                                                                                             \
+    int64_t blocks_ = ((g)->c_in + LANES - 1) / LANES;                                             \
+    _Pragma("omp parallel") {                                                                      \
+      __m512 wv[9] = {0};                                                                          \
+      int64_t loaded_ = -1;                                                                        \
+      _Pragma("omp for schedule(static)") for (int64_t i_ = 0; i_ < (g)->n * blocks_; i_++) {      \
+        int64_t n = i_ % (g)->n, c0 = i_ / (g)->n * LANES;                                         \
+        int nc = (g)->c_in - c0 < LANES ? (int)((g)->c_in - c0) : LANES;                           \
+        if (c0 != loaded_) weights_in(w, c0, nc, wv), loaded_ = c0;                                \
+        __VA_ARGS__                                                                                \
+      }                                                                                            \
+    }                                                                                              \
+  } while (0)
+
+AVX512 static void small_forward(const cx_conv_geom *g, const float *x, const float *w,
+                                 const float *b, float *y) {
+  int64_t xs = g->h * g->w, ys = g->oh * g->ow;
+  corr_geom c = {g->h, g->w, g->oh, g->ow, g->sh, g->sw, g->pt, g->pl};
+  FOR_IMAGE_AND_GROUP(g, w, n, c0, nc, wv, {
+    float tx[TILE_PIX * LANES] __attribute__((aligned(64)));
+    float ty[TILE_PIX * LANES] __attribute__((aligned(64)));
+    __m512 bias = b ? _mm512_maskz_loadu_ps(first_lanes(nc), b + c0) : _mm512_setzero_ps();
+    if (n + 1 < g->n) prefetch_planes(x + ((n + 1) * g->c_in + c0) * xs, nc * xs);
+    tile_in(x + (n * g->c_in + c0) * xs, xs, nc, xs, tx);
+    correlate(&c, tx, wv, bias, ty);
+    tile_out(ty, ys, y + (n * g->c_out + c0) * ys, ys, nc);
+  });
+}
+
+/* dx at (iy, ix) sums w[ky][kx] * dy[(iy + pt - ky) / sh][(ix + pl - kx) / sw] over whole,
+ * in-range quotients. With stride 1 that is a correlation of dy with the flipped kernel and pads
+ * 2 - pt, 2 - pl; otherwise each dy pixel is scattered along the forward taps. */
+AVX512 static void bwd_data_tile(const cx_conv_geom *g, const float *tdy, const __m512 *wv,
+                                 float *tdx) {
+  if (g->sh == 1 && g->sw == 1) {
+    __m512 flip[9];
+    for (int k = 0; k < 9; k++) flip[k] = wv[8 - k];
+    corr_geom c = {g->oh, g->ow, g->h, g->w, 1, 1, 2 - g->pt, 2 - g->pl};
+    correlate(&c, tdy, flip, _mm512_setzero_ps(), tdx);
+    return;
+  }
+  for (int64_t p = 0; p < g->h * g->w; p++) _mm512_store_ps(tdx + p * LANES, _mm512_setzero_ps());
   for (int64_t oy = 0; oy < g->oh; oy++) {
     int y0, y1;
     tap_range(oy, g->sh, g->pt, g->h, &y0, &y1);
     for (int64_t ox = 0; ox < g->ow; ox++) {
       int x0, x1;
       tap_range(ox, g->sw, g->pl, g->w, &x0, &x1);
-      __m512 acc = bias;
-      int64_t at = (oy * g->sh - g->pt) * g->w + ox * g->sw - g->pl; /* pixel of tap (0, 0) */
+      __m512 d = _mm512_load_ps(tdy + (oy * g->ow + ox) * LANES);
+      int64_t at = (oy * g->sh - g->pt) * g->w + ox * g->sw - g->pl;
       for (int ky = y0; ky < y1; ky++)
-        for (int kx = x0; kx < x1; kx++)
-          acc = _mm512_fmadd_ps(wv[ky * 3 + kx], _mm512_load_ps(tx + (at + ky * g->w + kx) * LANES),
-                                acc);
-      _mm512_store_ps(ty + (oy * g->ow + ox) * LANES, acc);
-    }
-  }
-}
-
-AVX512 static void small_forward(const cx_conv_geom *g, const float *x, const float *w,
-          const float *b, float *y) {
-  int64_t blocks = (g->c_in + LANES - 1) / LANES, xs = g->h * g->w, ys = g->oh * g->ow;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < g->n * blocks; i++) {
-    float tx[TILE_PIX * LANES] __attribute__((aligned(64)));
-    float ty[TILE_PIX * LANES] __attribute__((aligned(64)));
-    int64_t n = i / blocks, c0 = i % blocks * LANES;
-    int nc = g->c_in - c0 < LANES ? (int)(g->c_in - c0) : LANES;
-    __m512 wv[9], bias = _mm512_setzero_ps();
-    weights_in(w, c0, nc, wv);
-    if (b) bias = _mm512_maskz_loadu_ps(first_lanes(nc), b + c0);
-    tile_in(x + (n * g->c_in + c0) * xs, xs, nc, xs, tx);
-    fwd_tile(g, tx, wv, bias, ty);
-    tile_out(ty, ys, y + (n * g->c_out + c0) * ys, ys, nc);
-  }
-}
-
-/* dx at (iy, ix) sums w[ky][kx] * dy[(iy + pt - ky) / sh][(ix + pl - kx) / sw] over whole,
- * in-range quotients. */
-AVX512 static void bwd_data_tile(const cx_conv_geom *g, const float *tdy, const __m512 *wv,
-                                 float *tdx) {
-  for (int64_t iy = 0; iy < g->h; iy++)
-    for (int64_t ix = 0; ix < g->w; ix++) {
-      __m512 acc = _mm512_setzero_ps();
-      for (int ky = 0; ky < 3; ky++) {
-        int64_t ty = iy + g->pt - ky;
-        if (ty < 0 || ty % g->sh || ty / g->sh >= g->oh) continue;
-        for (int kx = 0; kx < 3; kx++) {
-          int64_t tx = ix + g->pl - kx;
-          if (tx < 0 || tx % g->sw || tx / g->sw >= g->ow) continue;
-          const float *d = tdy + (ty / g->sh * g->ow + tx / g->sw) * LANES;
-          acc = _mm512_fmadd_ps(wv[ky * 3 + kx], _mm512_load_ps(d), acc);
+        for (int kx = x0; kx < x1; kx++) {
+          float *o = tdx + (at + ky * g->w + kx) * LANES;
+          _mm512_store_ps(o, _mm512_fmadd_ps(wv[ky * 3 + kx], d, _mm512_load_ps(o)));
         }
-      }
-      _mm512_store_ps(tdx + (iy * g->w + ix) * LANES, acc);
     }
+  }
 }
 
 AVX512 static void small_backward_data(const cx_conv_geom *g, const float *dy, const float *w,
-                float *dx) {
-  int64_t blocks = (g->c_in + LANES - 1) / LANES, xs = g->h * g->w, ys = g->oh * g->ow;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < g->n * blocks; i++) {
+                                       float *dx) {
+  int64_t xs = g->h * g->w, ys = g->oh * g->ow;
+  FOR_IMAGE_AND_GROUP(g, w, n, c0, nc, wv, {
     float tdy[TILE_PIX * LANES] __attribute__((aligned(64)));
     float tdx[TILE_PIX * LANES] __attribute__((aligned(64)));
-    int64_t n = i / blocks, c0 = i % blocks * LANES;
-    int nc = g->c_in - c0 < LANES ? (int)(g->c_in - c0) : LANES;
-    __m512 wv[9];
-    weights_in(w, c0, nc, wv);
+    if (n + 1 < g->n) prefetch_planes(dy + ((n + 1) * g->c_out + c0) * ys, nc * ys);
     tile_in(dy + (n * g->c_out + c0) * ys, ys, nc, ys, tdy);
     bwd_data_tile(g, tdy, wv, tdx);
     tile_out(tdx, xs, dx + (n * g->c_in + c0) * xs, xs, nc);
-  }
+  });
 }
 
 /* Adds one image's products to acc[0..8] (weights) and acc[9] (bias). */
@@ -167,6 +216,13 @@ AVX512 static void bwd_weights_tile(const cx_conv_geom *g, const float *tx, cons
       __m512 d = _mm512_load_ps(tdy + (oy * g->ow + ox) * LANES);
       acc[9] = _mm512_add_ps(acc[9], d);
       int64_t at = (oy * g->sh - g->pt) * g->w + ox * g->sw - g->pl;
+      if (y0 == 0 && y1 == 3 && x0 == 0 && x1 == 3) {
+        for (int ky = 0; ky < 3; ky++)
+          for (int kx = 0; kx < 3; kx++)
+            acc[ky * 3 + kx] = _mm512_fmadd_ps(
+                d, _mm512_load_ps(tx + (at + ky * g->w + kx) * LANES), acc[ky * 3 + kx]);
+        continue;
+      }
       for (int ky = y0; ky < y1; ky++)
         for (int kx = x0; kx < x1; kx++)
           acc[ky * 3 + kx] = _mm512_fmadd_ps(d, _mm512_load_ps(tx + (at + ky * g->w + kx) * LANES),
@@ -176,7 +232,7 @@ AVX512 static void bwd_weights_tile(const cx_conv_geom *g, const float *tx, cons
 }
 
 AVX512 static void small_backward_weights(const cx_conv_geom *g, const float *x, const float *dy,
-                   float *dw, float *db) {
+                                          float *dw, float *db) {
   int64_t blocks = (g->c_in + LANES - 1) / LANES, xs = g->h * g->w, ys = g->oh * g->ow;
 #pragma omp parallel for schedule(static)
   for (int64_t blk = 0; blk < blocks; blk++) {
@@ -188,6 +244,10 @@ AVX512 static void small_backward_weights(const cx_conv_geom *g, const float *x,
     __m512 acc[10];
     for (int k = 0; k < 10; k++) acc[k] = _mm512_setzero_ps();
     for (int64_t n = 0; n < g->n; n++) {
+      if (n + 1 < g->n) {
+        prefetch_planes(x + ((n + 1) * g->c_in + c0) * xs, nc * xs);
+        prefetch_planes(dy + ((n + 1) * g->c_out + c0) * ys, nc * ys);
+      }
       tile_in(x + (n * g->c_in + c0) * xs, xs, nc, xs, tx);
       tile_in(dy + (n * g->c_out + c0) * ys, ys, nc, ys, tdy);
       bwd_weights_tile(g, tx, tdy, acc);
