@@ -106,7 +106,8 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--workers") && i + 1 < argc) workers = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
     else if (!strcmp(argv[i], "--no-torch")) torch = false;
-    else return fprintf(stderr, "usage: bench_loader [--workers N] [--seconds S] [--no-torch]\n"), 2;
+    else return fprintf(stderr, "usage: bench_loader [--workers N] [--seconds S] [--no-torch]\n"),
+                2;
   }
   char script[1024], dir[64] = "/tmp/cx_bench_loader_XXXXXX", path[2][128];
   snprintf(script, sizeof script, "%.*s/loader_torch.py", (int)(strrchr(__FILE__, '/') - __FILE__),
@@ -116,7 +117,8 @@ int main(int argc, char **argv) {
   snprintf(path[1], sizeof path[1], "%s/256.h5", dir);
   if (make_set(path[0], 32, configs[0].n) != CX_OK || make_set(path[1], 256, configs[1].n) != CX_OK)
     return fprintf(stderr, "bench_loader: %s\n", cx_last_error()), 1;
-  printf("loader throughput, %d workers each, images in memory, f32 NCHW out (images/s)\n", workers);
+  printf("loader throughput, %d workers each, images in memory, f32 NCHW out (images/s)\n",
+         workers);
   printf("%-42s %5s %10s %10s %7s %9s\n", "transforms", "batch", "compress", "pytorch", "ratio",
          "waiting");
   int rc = 0;
@@ -136,7 +138,7 @@ int main(int argc, char **argv) {
            ratio, 100 * wait);
     fflush(stdout);
   }
-  printf("waiting: the share of time the consumer waited for a batch (it does nothing else here)\n");
+  printf("waiting: the share of time the consumer waited for a batch (it does nothing else)\n");
   remove(path[0]), remove(path[1]), rmdir(dir);
   return rc;
 }

@@ -139,9 +139,9 @@ static int run_import(int argc, char **argv) {
 
 static void print_part_text(const cx_dataset *d, const char *name) {
   const cx_dataset_info *in = cx_dataset_get_info(d);
-  printf("part %s: %lld images of %lldx%lldx%lld (H x W x C) uint8, labels int64, %lld classes\n",
+  printf("part %s: %lld images of %lldx%lldx%lld (H x W x C) uint8, labels %s, %lld classes\n",
          *name ? name : "(main)", (long long)in->n, (long long)in->h, (long long)in->w,
-         (long long)in->c, (long long)in->num_classes);
+         (long long)in->c, in->label_dtype, (long long)in->num_classes);
   int64_t *count = calloc((size_t)in->num_classes, sizeof *count);
   if (!count) return;
   for (int64_t i = 0; i < in->n; i++) count[cx_dataset_labels(d)[i]]++;
@@ -158,9 +158,9 @@ static void print_part_json(const cx_dataset *d, const char *name) {
   printf("{\"name\":");
   cx_json_string(stdout, name);
   printf(",\"count\":%lld,\"shape\":[%lld,%lld,%lld,%lld],\"dtype\":\"uint8\","
-         "\"label_dtype\":\"int64\",\"num_classes\":%lld,\"classes\":[",
+         "\"label_dtype\":\"%s\",\"num_classes\":%lld,\"classes\":[",
          (long long)in->n, (long long)in->n, (long long)in->h, (long long)in->w,
-         (long long)in->c, (long long)in->num_classes);
+         (long long)in->c, in->label_dtype, (long long)in->num_classes);
   int64_t *count = calloc((size_t)in->num_classes, sizeof *count);
   for (int64_t i = 0; count && i < in->n; i++) count[cx_dataset_labels(d)[i]]++;
   for (int64_t k = 0; count && k < in->num_classes; k++) {
@@ -200,7 +200,8 @@ static int run_info(int argc, char **argv) {
   bool json = false;
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) json = true;
-    else if (argv[i][0] == '-') return cx_cli_usage_error(&cx_cmd_data, "unknown option '%s'", argv[i]);
+    else if (argv[i][0] == '-')
+      return cx_cli_usage_error(&cx_cmd_data, "unknown option '%s'", argv[i]);
     else if (!path) path = argv[i];
     else return cx_cli_usage_error(&cx_cmd_data, "unexpected argument '%s'", argv[i]);
   }
@@ -286,7 +287,8 @@ static int run_augment(int argc, char **argv) {
       if (rc) return rc;
     }
   }
-  if (!g.in || !g.out) return cx_cli_usage_error(&cx_cmd_data, "%s", "augment needs IN.h5 and -o OUT.h5");
+  if (!g.in || !g.out)
+    return cx_cli_usage_error(&cx_cmd_data, "%s", "augment needs IN.h5 and -o OUT.h5");
   if (cx_data_augment_file(g.in, g.part, g.out, &g.a, g.copies, g.keep, g.seed, TOOL) != CX_OK)
     return fail("augment");
   printf("wrote %s\n", g.out);

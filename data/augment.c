@@ -30,7 +30,8 @@ static cx_status check_crop(const cx_augment *a, int64_t h, int64_t w, int64_t o
     return cx_fail(CX_ERR_ARG, "resized crop needs 0 < scale min <= max <= 1 and 0 < ratio min "
                    "<= max (got scale %g..%g, ratio %g..%g)", a->scale_min, a->scale_max,
                    a->ratio_min, a->ratio_max);
-  if ((unsigned)a->crop > CX_CROP_RESIZED) return cx_fail(CX_ERR_ARG, "unknown crop mode %d", a->crop);
+  if ((unsigned)a->crop > CX_CROP_RESIZED)
+    return cx_fail(CX_ERR_ARG, "unknown crop mode %d", a->crop);
   return CX_OK;
 }
 
@@ -149,7 +150,8 @@ static void resample(const cx_aug_plan *p, const uint8_t *src, box r, bool flip,
     x1[x] = x0[x] + 1 < p->w ? x0[x] + 1 : x0[x];
     fx[x] = (float)(sx - x0[x]);
   }
-  int64_t lo = x0[0] < x0[ow - 1] ? x0[0] : x0[ow - 1], hi = x1[0] > x1[ow - 1] ? x1[0] : x1[ow - 1];
+  int64_t lo = x0[0] < x0[ow - 1] ? x0[0] : x0[ow - 1]; /* flipped taps run backwards */
+  int64_t hi = x1[0] > x1[ow - 1] ? x1[0] : x1[ow - 1];
   for (int64_t y = 0; y < oh; y++) {
     double sy = r.y + ((double)y + 0.5) * r.h / (double)oh - 0.5;
     sy = sy < 0 ? 0 : sy > (double)(p->h - 1) ? (double)(p->h - 1) : sy;
@@ -191,12 +193,16 @@ void cx_aug_sample(const cx_aug_plan *p, const uint8_t *src, uint64_t key, float
   switch (a->crop) {
   case CX_CROP_RESIZED: resample(p, src, resized_crop(p, key), flip, out, scratch); break;
   case CX_CROP_PAD: {
-    int64_t y = (int64_t)cx_data_rand_below(key, DRAW_CROP, (uint64_t)(p->h + 2 * a->pad - p->oh + 1));
-    int64_t x = (int64_t)cx_data_rand_below(key, DRAW_CROP + 1, (uint64_t)(p->w + 2 * a->pad - p->ow + 1));
+    uint64_t ny = (uint64_t)(p->h + 2 * a->pad - p->oh + 1);
+    uint64_t nx = (uint64_t)(p->w + 2 * a->pad - p->ow + 1);
+    int64_t y = (int64_t)cx_data_rand_below(key, DRAW_CROP, ny);
+    int64_t x = (int64_t)cx_data_rand_below(key, DRAW_CROP + 1, nx);
     copy_window(p, src, y - a->pad, x - a->pad, flip, out);
     break;
   }
-  case CX_CROP_CENTER: copy_window(p, src, (p->h - p->oh) / 2, (p->w - p->ow) / 2, flip, out); break;
+  case CX_CROP_CENTER:
+    copy_window(p, src, (p->h - p->oh) / 2, (p->w - p->ow) / 2, flip, out);
+    break;
   case CX_CROP_NONE:
     if (p->oh == p->h && p->ow == p->w) copy_window(p, src, 0, 0, flip, out);
     else resample(p, src, (box){0, 0, (double)p->h, (double)p->w}, flip, out, scratch);

@@ -23,7 +23,8 @@ struct cx_chunk_cache {
   uint64_t tick;
 };
 
-cx_status cx_chunk_cache_create(cx_dataset *ds, int64_t bytes, int min_slots, cx_chunk_cache **out) {
+cx_status cx_chunk_cache_create(cx_dataset *ds, int64_t bytes, int min_slots,
+                                cx_chunk_cache **out) {
   const cx_dataset_info *in = cx_dataset_get_info(ds);
   cx_chunk_cache *c = calloc(1, sizeof *c);
   if (!c) return cx_fail(CX_ERR_NOMEM, "%s: out of memory", cx_dataset_path(ds));

@@ -28,6 +28,7 @@ typedef struct cx_dataset_info {
   int64_t n, h, w, c;
   int64_t num_classes;  /* labels lie in [0, num_classes) */
   int64_t chunk_images; /* images per HDF5 chunk of /images (per read block when contiguous) */
+  char label_dtype[8];  /* as stored ("int64", "int32" from another writer...); read as int64 */
 } cx_dataset_info;
 
 /* part: NULL or "" for the main part, else a group name such as "val". Checks the dtypes, ranks

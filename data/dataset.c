@@ -220,6 +220,12 @@ static cx_status open_labels(cx_dataset *d) {
   hid_t ds;
   hsize_t n;
   CX_TRY(open_checked(d, d->labels_name, 1, false, H5P_DEFAULT, &ds, &n));
+  hid_t t = H5Dget_type(ds);
+  if (t >= 0) {
+    snprintf(d->info.label_dtype, sizeof d->info.label_dtype, "%sint%d",
+             H5Tget_sign(t) == H5T_SGN_NONE ? "u" : "", (int)H5Tget_size(t) * 8);
+    H5Tclose(t);
+  }
   cx_status s = CX_OK;
   if ((int64_t)n != d->info.n)
     s = cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' has %lld labels but '%s' has %lld images",
@@ -379,14 +385,16 @@ static herr_t add_part(hid_t g, const char *name, const H5L_info_t *info, void *
   snprintf(sub, sizeof sub, "%s/images", name);
   H5O_info_t oi;
   if (H5Oget_info_by_name(g, name, &oi, H5P_DEFAULT) < 0 || oi.type != H5O_TYPE_GROUP) return 0;
-  if (H5Lexists(g, sub, H5P_DEFAULT) > 0) snprintf(p->names[p->count++], CX_DATA_PART_NAME, "%s", name);
+  if (H5Lexists(g, sub, H5P_DEFAULT) > 0)
+    snprintf(p->names[p->count++], CX_DATA_PART_NAME, "%s", name);
   return 0;
 }
 
 cx_status cx_dataset_parts(const char *path, char names[][CX_DATA_PART_NAME], int max, int *count) {
   cx_h5_quiet();
   *count = 0;
-  if (access(path, R_OK) != 0) return cx_fail(CX_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  if (access(path, R_OK) != 0)
+    return cx_fail(CX_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) return cx_h5_fail(CX_ERR_FORMAT, path, NULL, "H5Fopen");
   part_list p = {names, max, 0};

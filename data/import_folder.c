@@ -91,7 +91,8 @@ static cx_status scan(const char *dir, folder_set *fs) {
     }
     for (int64_t i = before; i < fs->files.n; i++) fs->labels[i] = k;
   }
-  if (!fs->files.n) return cx_fail(CX_ERR_FORMAT, "%s: no PNG or JPEG files in its subfolders", dir);
+  if (!fs->files.n)
+    return cx_fail(CX_ERR_FORMAT, "%s: no PNG or JPEG files in its subfolders", dir);
   return CX_OK;
 }
 

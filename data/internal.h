@@ -75,7 +75,8 @@ void cx_aug_mix(const cx_aug_plan *p, uint64_t key, float *images, const int64_t
 bool cx_aug_mixing(const cx_augment *a);
 
 /* Stream keys: one salt per use, so that no two uses of (seed, epoch, x) share numbers. */
-enum { CX_SALT_ORDER = 0x6f72, CX_SALT_SAMPLE = 0x7361, CX_SALT_MIX = 0x6d69, CX_SALT_SPLIT = 0x7370 };
+enum { CX_SALT_ORDER = 0x6f72, CX_SALT_SAMPLE = 0x7361, CX_SALT_MIX = 0x6d69,
+       CX_SALT_SPLIT = 0x7370 };
 uint64_t cx_data_key(uint64_t seed, uint64_t salt, uint64_t a, uint64_t b);
 /* Uniform integer in [0, bound) from 64 random bits. */
 uint64_t cx_data_rand_below(uint64_t key, uint64_t index, uint64_t bound);

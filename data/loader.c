@@ -151,7 +151,8 @@ static void buf_free(const cx_loader *l, void *p) {
 }
 
 static cx_status check_opts(const cx_loader_opts *o, const char *path) {
-  if (o->batch_size < 1) return cx_fail(CX_ERR_ARG, "%s: batch size %lld < 1", path, (long long)o->batch_size);
+  if (o->batch_size < 1)
+    return cx_fail(CX_ERR_ARG, "%s: batch size %lld < 1", path, (long long)o->batch_size);
   if (o->world < 1 || o->rank < 0 || o->rank >= o->world)
     return cx_fail(CX_ERR_ARG, "%s: rank %d is not in [0, world size %d)", path, o->rank, o->world);
   if (o->out_dtype != CX_F32 && o->out_dtype != CX_BF16)

@@ -106,7 +106,8 @@ static void test_roundtrip(void) {
       if ((i % 5 == 0) != (p == 1)) continue;
       CHECK(cx_dataset_labels(d)[j] == i % 3, "label of sample %lld", (long long)i);
       bool same = true;
-      for (int k = 0; k < H * W * C; k++) same = same && all[j * H * W * C + k] == (uint8_t)(i * 7 + k);
+      for (int k = 0; k < H * W * C; k++)
+        same = same && all[j * H * W * C + k] == (uint8_t)(i * 7 + k);
       CHECK(same, "pixels of sample %lld in part '%s'", (long long)i, pn[p]);
       j++;
     }
@@ -256,7 +257,8 @@ static void test_cifar(void) {
   bool ok = true;
   for (int i = 0; i < 8; i++)
     for (int p = 0; p < 1024; p++)
-      for (int c = 0; c < 3; c++) ok = ok && img[i * 3072 + p * 3 + c] == ((i + c * 1024 + p) & 255);
+      for (int c = 0; c < 3; c++)
+        ok = ok && img[i * 3072 + p * 3 + c] == ((i + c * 1024 + p) & 255);
   CHECK(ok, "CIFAR planes were not turned into HWC pixels");
   CHECK(cx_dataset_labels(d)[7] == 7 && !strcmp(cx_dataset_class_name(d, 9), "truck"),
         "CIFAR labels or names");
@@ -413,7 +415,8 @@ static void copy_prefix(const char *from, const char *to, long bytes, long garba
   for (long i = 0; i < bytes; i++) {
     int c = fgetc(a);
     if (c == EOF) break;
-    fputc(garbage_at >= 0 && i >= garbage_at && i < garbage_at + 2048 ? (int)(i * 7919 & 255) : c, b);
+    bool garbage = garbage_at >= 0 && i >= garbage_at && i < garbage_at + 2048;
+    fputc(garbage ? (int)(i * 7919 & 255) : c, b);
   }
   fclose(a), fclose(b);
 }
@@ -563,7 +566,8 @@ static void test_cli(void) {
         "compress data info on a bad file: wrong exit or message");
   snprintf(args, sizeof args, "data import folder %s -o %s --size 8x8", path_of("bad1"),
            path_of("cli_bad.h5"));
-  CHECK(run_cli(args, err) == 1 && file_contains(err, "broken.png") && !exists(path_of("cli_bad.h5")),
+  CHECK(run_cli(args, err) == 1 && file_contains(err, "broken.png") &&
+            !exists(path_of("cli_bad.h5")),
         "compress data import of a bad folder: wrong exit, message or output");
   CHECK(run_cli("data import idx a b", err) == 2, "a missing -o is not a usage error");
 }

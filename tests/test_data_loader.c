@@ -25,7 +25,9 @@ static char dir[64], set_path[128];
 
 enum { N = 1001, H = 12, W = 10, C = 3, K = 7 };
 
-static uint8_t pixel(int64_t i, int64_t k) { return (uint8_t)((i * 2654435761u + k * 40503u) >> 7); }
+static uint8_t pixel(int64_t i, int64_t k) {
+  return (uint8_t)((i * 2654435761u + k * 40503u) >> 7);
+}
 
 static void make_set(void) {
   snprintf(set_path, sizeof set_path, "%s/set.h5", dir);
@@ -165,7 +167,8 @@ static void test_epochs(void) {
   int64_t order[N];
   cx_data_epoch_order(42, 1, N, true, order);
   CHECK(!memcmp(order, e1.ids, sizeof order), "the order is not cx_data_epoch_order(seed, epoch)");
-  for (int64_t i = 0; i < N; i++) CHECK(e0.labels[i] == e0.ids[i] % K, "label of %lld", (long long)i);
+  for (int64_t i = 0; i < N; i++)
+    CHECK(e0.labels[i] == e0.ids[i] % K, "label of %lld", (long long)i);
   run_free(&e0), run_free(&e1), run_free(&again);
   o.shuffle = false;
   collect(&o, 5, &e0);
