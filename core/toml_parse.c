@@ -181,6 +181,9 @@ static cx_status inline_table(toml_parser *t, cx_toml *tab) {
   tp_skip_ws(t);
   bool first = true;
   while (!(first && t->p < t->end && *t->p == '}')) {
+    if (tp_newline(t, t->p))
+      return tp_fail(t, t->p, "expected a key in the inline table (an inline table must fit on "
+                              "one line), found end of line");
     CX_TRY(keyval(t, tab));
     tp_skip_ws(t);
     if (t->p < t->end && *t->p == '}') break;
