@@ -125,11 +125,13 @@ const char *cx_toml_path(const cx_toml *node, char *buf, size_t cap) {
   return buf;
 }
 
-/* "at the top level" or "in [teacher.train]". */
+/* "at the top level", "in [teacher.train]", or "in stage[0]" for a table in an array. */
 static const char *table_label(const cx_toml *table, char *buf, size_t cap) {
   char path[256];
   cx_toml_path(table, path, sizeof path);
-  if (!path[0]) snprintf(buf, cap, "at the top level");
+  size_t n = strlen(path);
+  if (!n) snprintf(buf, cap, "at the top level");
+  else if (path[n - 1] == ']') snprintf(buf, cap, "in %s", path);
   else snprintf(buf, cap, "in [%s]", path);
   return buf;
 }
@@ -185,7 +187,7 @@ const cx_toml *cx_toml_at(const cx_toml *node, size_t i) {
   return i < node->v.kids.n ? node->v.kids.at[i] : NULL;
 }
 
-const char *cx_toml_key(const cx_toml *node) { return node->key; }
+const char *cx_toml_key(const cx_toml *node) { return node ? node->key : NULL; }
 
 cx_toml_pos cx_toml_where(const cx_toml *node) {
   return (cx_toml_pos){node->file, node->line, node->col};
@@ -242,6 +244,10 @@ cx_status cx_toml_fail(const cx_toml *node, cx_status s, const char *fmt, ...) {
   return cx_fail(s, "%s:%d:%d: '%s': %s", node->file, node->line, node->col, path, msg);
 }
 
+static cx_status no_node(const char *fn) {
+  return cx_fail(CX_ERR_ARG, "%s: the node is NULL (look it up with cx_toml_get first)", fn);
+}
+
 static cx_status wrong_type(const cx_toml *n, cx_toml_type want) {
   char found[160];
   return cx_toml_fail(n, CX_ERR_FORMAT, "must be %s, found %s", cx_toml_type_name(want),
@@ -249,12 +255,14 @@ static cx_status wrong_type(const cx_toml *n, cx_toml_type want) {
 }
 
 cx_status cx_toml_as_int(const cx_toml *node, int64_t *out) {
+  if (!node) return no_node("cx_toml_as_int");
   if (node->type != CX_TOML_INT) return wrong_type(node, CX_TOML_INT);
   *out = node->v.i;
   return CX_OK;
 }
 
 cx_status cx_toml_as_float(const cx_toml *node, double *out) {
+  if (!node) return no_node("cx_toml_as_float");
   if (node->type == CX_TOML_INT) *out = (double)node->v.i;
   else if (node->type == CX_TOML_FLOAT) *out = node->v.f;
   else return wrong_type(node, CX_TOML_FLOAT);
@@ -262,12 +270,14 @@ cx_status cx_toml_as_float(const cx_toml *node, double *out) {
 }
 
 cx_status cx_toml_as_bool(const cx_toml *node, bool *out) {
+  if (!node) return no_node("cx_toml_as_bool");
   if (node->type != CX_TOML_BOOL) return wrong_type(node, CX_TOML_BOOL);
   *out = node->v.b;
   return CX_OK;
 }
 
 cx_status cx_toml_as_string(const cx_toml *node, const char **out) {
+  if (!node) return no_node("cx_toml_as_string");
   if (node->type != CX_TOML_STRING) return wrong_type(node, CX_TOML_STRING);
   if (strlen(node->v.str.s) != node->v.str.len)
     return cx_toml_fail(node, CX_ERR_FORMAT, "the string holds a NUL character (\\u0000)");
@@ -374,7 +384,8 @@ static const char *suggest(const char *key, const char *const *allowed) {
   if (best) return best;
   size_t best_p = 0;
   for (const char *const *a = allowed; *a; a++) {
-    size_t p = common_prefix(key, *a), shorter = strlen(key) < strlen(*a) ? strlen(key) : strlen(*a);
+    size_t p = common_prefix(key, *a), kl = strlen(key), al = strlen(*a);
+    size_t shorter = kl < al ? kl : al;
     if (p >= 3 && 2 * p >= shorter && p > best_p) best = *a, best_p = p;
   }
   return best;
@@ -406,6 +417,7 @@ static cx_status unknown_key(const cx_toml *table, const cx_toml *n, const char 
 }
 
 cx_status cx_toml_check_keys(const cx_toml *table, const char *const *allowed) {
+  if (!allowed) return cx_fail(CX_ERR_ARG, "cx_toml_check_keys: no list of allowed keys");
   if (!table) return CX_OK;
   if (table->type != CX_TOML_TABLE) return wrong_type(table, CX_TOML_TABLE);
   for (size_t i = 0; i < table->v.kids.n; i++) {

@@ -46,7 +46,7 @@ void cx_toml_free(cx_toml *root);
  * missing, when an inner part is not a table, or when table is NULL (so lookups chain). A key that
  * holds a dot itself can only be reached through cx_toml_at. */
 const cx_toml *cx_toml_get(const cx_toml *table, const char *path);
-cx_toml_type cx_toml_type_of(const cx_toml *node);
+cx_toml_type cx_toml_type_of(const cx_toml *node); /* node must not be NULL */
 const char *cx_toml_type_name(cx_toml_type type); /* "a string", "an integer", ... */
 /* Keys of a table, elements of an array, bytes of a string; 0 for other values. */
 size_t cx_toml_len(const cx_toml *node);
@@ -67,6 +67,7 @@ const char *cx_toml_path(const cx_toml *node, char *buf, size_t cap);
  * <value>" when it holds another type. A float accepts an integer. A string from as_string never
  * holds a NUL byte (one written as \u0000 is an error); cx_toml_bytes and cx_toml_len read a
  * string as it is, NULs included (NULL for a node that is not a string). */
+/* A NULL node is CX_ERR_ARG. */
 cx_status cx_toml_as_int(const cx_toml *node, int64_t *out);
 cx_status cx_toml_as_float(const cx_toml *node, double *out);
 cx_status cx_toml_as_bool(const cx_toml *node, bool *out);

@@ -102,7 +102,8 @@ static cx_status control_error(toml_parser *t, const char *at, const char *where
 
 /* ---- UTF-8 ---- */
 
-/* Length of the valid UTF-8 sequence at s (shortest form, no surrogates, at most U+10FFFF), or 0. */
+/* Length of the valid UTF-8 sequence at s (shortest form, no surrogates, at most U+10FFFF),
+ * or 0. */
 static int utf8_len(const unsigned char *s, const unsigned char *end) {
   unsigned c = s[0], cp, min;
   int n;
@@ -293,7 +294,8 @@ static bool quote_run(toml_parser *t, char quote, toml_buf *out, bool *ok) {
   return run >= 3;
 }
 
-/* """...""" and '''...''': a newline right after the opening quotes is dropped; CRLF reads as LF. */
+/* """...""" and '''...''': a newline right after the opening quotes is dropped; CRLF reads as
+ * LF. */
 static cx_status string_multi(toml_parser *t, char quote, toml_buf *out) {
   const char *open = t->p;
   t->p += 3;

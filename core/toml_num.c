@@ -164,7 +164,8 @@ cx_status tp_number(toml_parser *t, cx_toml *node) {
   const char *q = t->p;
   bool sign = at(t, q, '+') || at(t, q, '-');
   if (sign) q++;
-  if (starts_with(t, q, "inf") || starts_with(t, q, "nan")) return special(&n, q, *t->p == '-', node);
+  if (starts_with(t, q, "inf") || starts_with(t, q, "nan"))
+    return special(&n, q, *t->p == '-', node);
   bool prefix = at(t, q, '0') && (at(t, q + 1, 'x') || at(t, q + 1, 'o') || at(t, q + 1, 'b'));
   if (prefix && sign)
     return tp_fail(t, t->p, "invalid number '%s': no sign is allowed before 0%c", n.token, q[1]);

@@ -115,7 +115,8 @@ static cx_status attach(toml_parser *t, cx_toml *table, cx_toml *node, const key
 }
 
 static const char *origin_text(const cx_toml *n) {
-  if (n->type == CX_TOML_ARRAY) return n->origin == ORIGIN_AOT ? "as an array of tables" : "as an array";
+  if (n->type == CX_TOML_ARRAY)
+    return n->origin == ORIGIN_AOT ? "as an array of tables" : "as an array";
   if (n->type != CX_TOML_TABLE) return "as a value";
   switch (n->origin) {
   case ORIGIN_HEADER: return "by a [table] header";
@@ -434,6 +435,7 @@ static cx_status document(toml_parser *t) {
 }
 
 cx_status cx_toml_parse_buffer(const char *text, size_t len, const char *name, cx_toml **out) {
+  if (!out || (!text && len)) return cx_fail(CX_ERR_ARG, "cx_toml_parse_buffer: no text or no out");
   *out = NULL;
   if (!name) name = "<string>";
   cx_toml *root = cx_toml_node_new(CX_TOML_TABLE, NULL, 1, 1);
@@ -459,10 +461,12 @@ cx_status cx_toml_parse_buffer(const char *text, size_t len, const char *name, c
 }
 
 cx_status cx_toml_parse_string(const char *text, const char *name, cx_toml **out) {
+  if (!text || !out) return cx_fail(CX_ERR_ARG, "cx_toml_parse_string: no text or no out");
   return cx_toml_parse_buffer(text, strlen(text), name, out);
 }
 
 cx_status cx_toml_parse_file(const char *path, cx_toml **out) {
+  if (!path || !out) return cx_fail(CX_ERR_ARG, "cx_toml_parse_file: no path or no out");
   *out = NULL;
   FILE *f = fopen(path, "rb");
   if (!f) return cx_fail(CX_ERR_IO, "%s: cannot open: %s", path, strerror(errno));

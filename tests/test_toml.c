@@ -317,7 +317,8 @@ static void test_tables(void) {
 
 static void test_layout(void) {
   /* Empty documents, comments only, a byte order mark, CRLF line endings, no final newline. */
-  const char *docs[] = {"", "\n\n", "# only a comment", "  \t\n# c\n   # d\n", "\xEF\xBB\xBF" "a = 1",
+  const char *docs[] = {"", "\n\n", "# only a comment", "  \t\n# c\n   # d\n",
+                        "\xEF\xBB\xBF" "a = 1",
                         "a = 1\r\n[b]\r\nc = 2\r\n", "a=1", "a = 1 # no newline"};
   for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
     cx_toml *d = parse(docs[i]);
@@ -364,7 +365,8 @@ static void test_getters(void) {
   CHECK(cx_toml_bool(train, "flag", false, &b) == CX_OK && b, "bool");
 
   CHECK(cx_toml_int(train, "epochs", 1, &i) == CX_ERR_FORMAT, "string for int");
-  check_message(__LINE__, "t.toml:2:10: 'train.epochs': ", "must be an integer, found string \"ten\"");
+  check_message(__LINE__, "t.toml:2:10: 'train.epochs': ",
+                "must be an integer, found string \"ten\"");
   CHECK(cx_toml_int(d, "train.momentum", 1, &i) == CX_ERR_FORMAT, "float for int");
   check_message(__LINE__, "t.toml:4:12: 'train.momentum': ", "must be an integer, found float 0.9");
   CHECK(cx_toml_bool(train, "nesterov", false, &b) == CX_ERR_FORMAT, "int for bool");
@@ -378,6 +380,8 @@ static void test_getters(void) {
   /* A path through a value that is not a table. */
   CHECK(cx_toml_int(d, "model.scalar.deep", 0, &i) == CX_ERR_FORMAT, "path through a value");
   check_message(__LINE__, "t.toml:10:10: 'model.scalar': ", "must be a table, found integer 5");
+
+  CHECK(cx_toml_as_int(NULL, &i) == CX_ERR_ARG, "as_int of NULL");
 
   /* Required keys. */
   const cx_toml *n = NULL;
@@ -414,23 +418,34 @@ static void test_check_keys(void) {
   CHECK(cx_toml_check_keys(cx_toml_get(d, "absent"), train_keys) == CX_OK, "NULL table");
 
   CHECK(cx_toml_check_keys(cx_toml_get(d, "student"), student_keys) == CX_ERR_FORMAT, "swap");
-  check_message(__LINE__, "t.toml:6:1: ", "unknown key 'widht' in [student]; did you mean 'width'?");
+  check_message(__LINE__, "t.toml:6:1: ",
+                "unknown key 'widht' in [student]; did you mean 'width'?");
   CHECK(cx_toml_check_keys(cx_toml_get(d, "data"), data_keys) == CX_ERR_FORMAT, "prefix");
-  check_message(__LINE__, "t.toml:8:1: ", "unknown key 'augmentation' in [data]; did you mean 'augment'?");
+  check_message(__LINE__, "t.toml:8:1: ",
+                "unknown key 'augmentation' in [data]; did you mean 'augment'?");
   CHECK(cx_toml_check_keys(cx_toml_get(d, "run"), run_keys) == CX_ERR_FORMAT, "no close key");
-  check_message(__LINE__, "t.toml:11:1: ", "unknown key 'zzz' in [run]; valid keys: threads, seed, out_dir");
+  check_message(__LINE__, "t.toml:11:1: ",
+                "unknown key 'zzz' in [run]; valid keys: threads, seed, out_dir");
   CHECK(cx_toml_check_keys(cx_toml_get(d, "export"), none) == CX_ERR_FORMAT, "no keys allowed");
-  check_message(__LINE__, "t.toml:13:1: ", "unknown key '\"odd key\"' in [export]; this table takes no keys");
+  check_message(__LINE__, "t.toml:13:1: ",
+                "unknown key '\"odd key\"' in [export]; this table takes no keys");
   CHECK(cx_toml_check_keys(cx_toml_at(cx_toml_get(d, "stage"), 0), stage_keys) == CX_ERR_FORMAT,
         "array element");
-  check_message(__LINE__, "t.toml:15:1: ", "unknown key 'nmae' in [stage[0]]; did you mean 'name'?");
+  check_message(__LINE__, "t.toml:15:1: ",
+                "unknown key 'nmae' in stage[0]; did you mean 'name'?");
   const char *const few_top[] = {"sed", "teacher", NULL};
   CHECK(cx_toml_check_keys(d, few_top) == CX_ERR_FORMAT, "top level");
-  check_message(__LINE__, "t.toml:1:1: ", "unknown key 'seed' at the top level; did you mean 'sed'?");
-  /* Two edits at most: 'epchs' -> 'epochs' (one), 'ephcos' (two), 'xyzchs' (too far). */
+  check_message(__LINE__, "t.toml:1:1: ",
+                "unknown key 'seed' at the top level; did you mean 'sed'?");
+  /* Two edits at most: 'epchs' -> 'epochs' (one), 'epoc' (two), 'xyzchs' (too far). */
   cx_toml *e = parse("epchs = 1\n");
   CHECK(e && cx_toml_check_keys(e, train_keys) == CX_ERR_FORMAT, "one edit");
   check_message(__LINE__, "t.toml:1:1: ", "did you mean 'epochs'?");
+  cx_toml_free(e);
+  e = parse("  epoc = 1\n");
+  CHECK(e && cx_toml_check_keys(e, train_keys) == CX_ERR_FORMAT, "two edits");
+  check_message(__LINE__, "t.toml:1:3: ",
+                "unknown key 'epoc' at the top level; did you mean 'epochs'?");
   cx_toml_free(e);
   e = parse("xyzchs = 1\n");
   CHECK(e && cx_toml_check_keys(e, train_keys) == CX_ERR_FORMAT, "far");
@@ -471,7 +486,8 @@ static void test_file(void) {
 /* ---- invalid documents ---- */
 
 static void test_bad_strings(void) {
-  BAD("a = \"abc\n", "t.toml:1:5: ", "unterminated string: no closing \" before the end of the line");
+  BAD("a = \"abc\n", "t.toml:1:5: ",
+      "unterminated string: no closing \" before the end of the line");
   BAD("a = \"abc", "t.toml:1:5: ", "before the end of the file");
   BAD("a = 'abc\n", "t.toml:1:5: ", "no closing '");
   BAD("x = 1\na = \"\"\"abc\n\n", "t.toml:2:5: ", "no closing \"\"\" before the end of the file");
@@ -501,7 +517,8 @@ static void test_bad_numbers(void) {
   BAD("a = 01", "t.toml:1:5: ", "invalid number '01': leading zeros are not allowed");
   BAD("a = -01", "t.toml:1:6: ", "leading zeros");
   BAD("a = 00.5", "t.toml:1:5: ", "leading zeros");
-  BAD("a = 1__2", "t.toml:1:7: ", "invalid number '1__2': an underscore must sit between two digits");
+  BAD("a = 1__2", "t.toml:1:7: ",
+      "invalid number '1__2': an underscore must sit between two digits");
   BAD("a = 1_", "t.toml:1:7: ", "an underscore must sit between two digits");
   BAD("a = _1", "t.toml:1:5: ", "a string needs quotes");
   BAD("a = 0x", "t.toml:1:7: ", "invalid number '0x': expected a hex digit, found end of file");
@@ -547,12 +564,14 @@ static void test_bad_structure(void) {
   BAD("a.b = 1\na.b = 2", "t.toml:2:3: ", "duplicate key: 'a.b'");
   BAD("[t]\nx = 1\n\"x\" = 2", "t.toml:3:1: ", "duplicate key: 't.x'");
   BAD("a = {b = 1, b = 2}", "t.toml:1:13: ", "duplicate key: 'b'");
-  BAD("[a]\nx = 1\n[a]", "t.toml:3:1: ", "table defined twice: 'a' is already defined at line 1, column 1");
+  BAD("[a]\nx = 1\n[a]", "t.toml:3:1: ",
+      "table defined twice: 'a' is already defined at line 1, column 1");
   BAD("[a.b]\n[a]\n[a.b]", "t.toml:3:1: ", "table defined twice: 'a.b'");
   BAD("[fruit]\napple.color = 1\n[fruit.apple]", "t.toml:3:1: ",
       "table defined twice: 'fruit.apple' is already defined at line 2, column 1 (by dotted keys)");
   BAD("[a.b.c]\nz = 9\n[a]\nb.c.t = 1", "t.toml:4:3: ",
-      "'a.b.c' is already defined at line 1, column 1 (by a [table] header): dotted keys cannot add");
+      "'a.b.c' is already defined at line 1, column 1 (by a [table] header): dotted keys "
+      "cannot add");
   BAD("[a]\nb.c = 1\n[x]\n[a.b]", "t.toml:4:1: ", "(by dotted keys)");
   BAD("a = 1\n[a]", "t.toml:2:1: ", "'a' is already defined at line 1, column 1 (as a value)");
   BAD("a = 1\na.b = 2", "t.toml:2:1: ", "'a' is already defined");
@@ -574,7 +593,8 @@ static void test_bad_structure(void) {
                               "found end of file");
   BAD("model = resnet20", "t.toml:1:9: ", "found 'resnet20' (a string needs quotes)");
   BAD("a = truee", "t.toml:1:5: ", "found 'truee'");
-  BAD("a = 1 2", "t.toml:1:7: ", "expected a newline or a comment after a key = value pair, found '2'");
+  BAD("a = 1 2", "t.toml:1:7: ",
+      "expected a newline or a comment after a key = value pair, found '2'");
   BAD("[a] b = 1", "t.toml:1:5: ", "after a table header, found 'b'");
   BAD("[a", "t.toml:1:3: ", "expected ']' to close the table header, found end of file");
   BAD("[[a]", "t.toml:1:5: ", "expected ']]' to close the array of tables header");

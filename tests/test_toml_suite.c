@@ -3,6 +3,8 @@
  * .json file gives, every invalid/ document must fail with a "file:line:col: " message. Valid
  * documents that hold dates must fail with "dates are not supported" instead (we reject dates).
  * valid/string/escape-esc is skipped as the suite's own runner does for 1.0.0 (\e is TOML 1.1).
+ * Every file is also cut at every length and has each byte replaced by characters that matter to
+ * the grammar: the parser must never crash (run it under ASan) and must place every error.
  * Without the package (or CX_TOML_TEST_DIR pointing at a tests/ folder) the test says so and
  * passes. */
 #include <dirent.h>
@@ -18,6 +20,7 @@ static const char *const DEFAULT_DIR =
     "/usr/share/gocode/src/github.com/BurntSushi/toml/internal/toml-test/tests";
 
 static int failures, valid_ok, invalid_ok, dated;
+static long mutated;
 
 /* ---- a JSON reader for the suite's expected values (objects, arrays and strings only) ---- */
 
@@ -48,7 +51,10 @@ static void put(json *j, unsigned cp) {
   if (!s) return;
   j->s = s;
   if (cp < 0x80) s[j->len++] = (char)cp;
-  else if (cp < 0x800) s[j->len++] = (char)(0xC0 | cp >> 6), s[j->len++] = (char)(0x80 | (cp & 0x3F));
+  else if (cp < 0x800) {
+    s[j->len++] = (char)(0xC0 | cp >> 6);
+    s[j->len++] = (char)(0x80 | (cp & 0x3F));
+  }
   else if (cp < 0x10000) {
     s[j->len++] = (char)(0xE0 | cp >> 12);
     s[j->len++] = (char)(0x80 | ((cp >> 6) & 0x3F));
@@ -282,6 +288,38 @@ static void run_invalid(const char *path) {
   }
 }
 
+/* Parses a copy of exactly n bytes, so that ASan sees any read past the end. */
+static void parse_mutant(const char *text, size_t n) {
+  char *copy = malloc(n ? n : 1);
+  memcpy(copy, text, n);
+  cx_toml *doc;
+  cx_status s = cx_toml_parse_buffer(copy, n, "m.toml", &doc);
+  if (s == CX_OK) cx_toml_free(doc);
+  else if (strncmp(cx_last_error(), "m.toml:", 7) != 0 && s != CX_ERR_NOMEM)
+    failures++, printf("FAIL mutant: message without a position: %s\n", cx_last_error());
+  free(copy);
+  mutated++;
+}
+
+static void mutate(const char *path) {
+  static const char subs[] = {'"', '\'', '[', ']', '{', '}', '=', '.', ',', '\n', '\\', '#',
+                              '0', '_', 'e', ' ', '\r', 'x', '\0', (char)0xC3};
+  FILE *f = fopen(path, "rb");
+  if (!f) return;
+  char text[1 << 15];
+  size_t n = fread(text, 1, sizeof text, f);
+  fclose(f);
+  for (size_t cut = 0; cut < n; cut++) parse_mutant(text, cut);
+  for (size_t i = 0; i < n; i++) {
+    char saved = text[i];
+    for (size_t k = 0; k < sizeof subs; k++) {
+      text[i] = subs[k];
+      parse_mutant(text, n);
+    }
+    text[i] = saved;
+  }
+}
+
 static void walk(const char *dir, bool valid) {
   DIR *d = opendir(dir);
   if (!d) return;
@@ -294,8 +332,10 @@ static void walk(const char *dir, bool valid) {
     if (stat(path, &st) != 0) continue;
     size_t n = strlen(path);
     if (S_ISDIR(st.st_mode)) walk(path, valid);
-    else if (n > 5 && !strcmp(path + n - 5, ".toml") && !strstr(path, "valid/string/escape-esc"))
+    else if (n > 5 && !strcmp(path + n - 5, ".toml") && !strstr(path, "valid/string/escape-esc")) {
       valid ? run_valid(path) : run_invalid(path);
+      mutate(path);
+    }
   }
   closedir(d);
 }
@@ -314,8 +354,8 @@ int main(void) {
   walk(valid, true);
   walk(invalid, false);
   printf("toml-test (%s): %d valid documents read exactly, %d valid documents with dates "
-         "rejected as unsupported, %d invalid documents rejected, %d failures\n",
-         dir, valid_ok, dated, invalid_ok, failures);
+         "rejected as unsupported, %d invalid documents rejected, %ld mutants parsed; "
+         "%d failures\n", dir, valid_ok, dated, invalid_ok, mutated, failures);
   if (valid_ok + invalid_ok == 0) failures++;
   return failures != 0;
 }
