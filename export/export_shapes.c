@@ -6,6 +6,7 @@
 
 #include "../core/op.h"
 #include "export_internal.h"
+#include "graph_shapes.h"
 
 /* Stable: nodes keep their index order where it is already valid (it always is for graphs made
  * with the builder, whose inputs must exist before the node). */
@@ -94,15 +95,21 @@ void cx_ex_symbolic(const cx_shape *a, const cx_shape *b, cx_shape *out) {
     if (a->d[d] != b->d[d]) out->d[d] = a->d[d] == 1 && b->d[d] == 2 ? -1 : -2;
 }
 
-cx_status cx_graph_symbolic_shapes(const cx_graph *g, cx_shape *shape, cx_dtype *dtype) {
+cx_status cx_graph_infer_shapes(const cx_graph *g, int64_t batch, cx_shape *shape,
+                                cx_dtype *dtype) {
   CX_TRY(cx_graph_validate(g));
   int *order = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
-  cx_shape *two = malloc(sizeof(cx_shape) * ((size_t)g->n_values + 1));
-  cx_status s = order && two ? cx_ex_topo_order(g, order) : cx_ex_nomem();
-  if (s == CX_OK) s = cx_ex_infer(g, order, 2, two, dtype);
-  if (s == CX_OK) s = cx_ex_infer(g, order, 1, shape, dtype);
-  for (int v = 0; s == CX_OK && v < g->n_values; v++) cx_ex_symbolic(&shape[v], &two[v], &shape[v]);
+  cx_status s = order ? cx_ex_topo_order(g, order) : cx_ex_nomem();
+  if (s == CX_OK) s = cx_ex_infer(g, order, batch, shape, dtype);
   free(order);
+  return s;
+}
+
+cx_status cx_graph_symbolic_shapes(const cx_graph *g, cx_shape *shape, cx_dtype *dtype) {
+  cx_shape *two = malloc(sizeof(cx_shape) * ((size_t)g->n_values + 1));
+  cx_status s = two ? cx_graph_infer_shapes(g, 2, two, dtype) : cx_ex_nomem();
+  if (s == CX_OK) s = cx_graph_infer_shapes(g, 1, shape, dtype);
+  for (int v = 0; s == CX_OK && v < g->n_values; v++) cx_ex_symbolic(&shape[v], &two[v], &shape[v]);
   free(two);
   return s;
 }

@@ -33,10 +33,4 @@ enum { CX_ONNX_EXPORT_MIN_OPSET = 13, CX_ONNX_EXPORT_MAX_OPSET = 17 };
 /* o may be NULL (opset 13, no folding). */
 cx_status cx_onnx_export(const cx_graph *g, const char *path, const cx_onnx_export_opts *o);
 
-/* Shapes of every value of g without compiling it: shape[v] and dtype[v] for each value id
- * (arrays of g->n_values). A dimension that equals the batch is -1; one that depends on the batch
- * in another way (2·N after a Concat along it, N·C after a Reshape) is -2. Inputs' -1 dimensions
- * are the batch. Used by the exporter for output shapes and by `compress inspect`. */
-cx_status cx_graph_symbolic_shapes(const cx_graph *g, cx_shape *shape, cx_dtype *dtype);
-
 #endif
