@@ -105,7 +105,7 @@ static int reject_cases(void) {
   node = cx_graph_node(g, "MaxPool", "mp", &x, 1, 1);
   set_attrs(g, node, &(pool_attrs){.nsp = 2, .k = {2, 2}, .has_pads = true, .pads = {2, 0, 0, 0}});
   cx_graph_mark_output(g, cx_node_output(g, node, 0));
-  f += reject_case("MaxPool with pad as large as the kernel", g, "pads");
+  f += reject_case("MaxPool with a window of padding only", g, "entirely in the padding");
   g = cx_graph_new();
   x = oc_param(g, "X", &S(1, 2, 5, 5), -1, 1, 1);
   node = cx_graph_node(g, "AveragePool", "ap", &x, 1, 1);
@@ -139,6 +139,9 @@ int main(void) {
                  A(.k = {3, 3}, .has_s = true, .s = {2, 2}, .auto_pad = "VALID"), 8);
   f += pool_case("maxpool 2x2 dilation 2 p1 [1,2,7,7]", "MaxPool", S(1, 2, 7, 7),
                  A(.k = {2, 2}, .has_d = true, .d = {2, 2}, .has_pads = true, .pads = {1, 1, 1, 1}), 9);
+  f += pool_case("maxpool 2x2 dilation 3 pads 3 (pad >= kernel) [1,1,6,6]", "MaxPool",
+                 S(1, 1, 6, 6), A(.k = {2, 2}, .has_d = true, .d = {3, 3}, .has_pads = true,
+                                  .pads = {3, 3, 3, 3}), 12);
   f += pool_case("maxpool 1-D k3 s2 p1 ceil [2,3,10]", "MaxPool", S(2, 3, 10),
                  A(.k = {3}, .has_s = true, .s = {2}, .has_pads = true, .pads = {1, 1}, .ceil_mode = ON), 10);
   f += pool_case("maxpool 3-D 2x2x2 s2 [1,2,4,5,3]", "MaxPool", S(1, 2, 4, 5, 3),

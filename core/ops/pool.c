@@ -11,10 +11,6 @@
  *   GlobalAveragePoolGrad (dY [, X]) -> dX    input_shape gives dX's shape
  * The gradient rules use input_shape rather than X, so that X need not stay alive for backward. */
 
-static cx_status geom_fail(const cx_node *n, const char *what) {
-  return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): %s", n->name, n->op->name, what);
-}
-
 /* Reads an ints attribute of length want, or fills fallback when absent. */
 static cx_status read_ints(const cx_node *n, const char *name, int want, int64_t fallback,
                            int64_t *v) {
@@ -58,6 +54,22 @@ static void axis_geometry(cx_pool_geom *g, int i, const char *auto_pad, bool cei
   if (ceil_mode && g->out[i] > 0 && (g->out[i] - 1) * s >= in + g->pad_b[i]) g->out[i]--;
 }
 
+/* Every window must hold at least one input element: a window of padding only has no maximum
+ * and no average. */
+static cx_status check_windows(const cx_node *n, const cx_pool_geom *g, int i) {
+  for (int64_t o = 0; o < g->out[i]; o++) {
+    int64_t start = o * g->s[i] - g->pad_b[i], t = 0;
+    while (t < g->k[i] && (start + t * g->d[i] < 0 || start + t * g->d[i] >= g->in[i])) t++;
+    if (t == g->k[i])
+      return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): window %lld of spatial axis %d lies entirely "
+                     "in the padding (input %lld, pads %lld+%lld, kernel %lld, dilation %lld)",
+                     n->name, n->op->name, (long long)o, i, (long long)g->in[i],
+                     (long long)g->pad_b[i], (long long)g->pad_e[i], (long long)g->k[i],
+                     (long long)g->d[i]);
+  }
+  return CX_OK;
+}
+
 static cx_status check_auto_pad(const cx_node *n, const char *p) {
   static const char *const ok[] = {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
   for (int i = 0; i < 4; i++)
@@ -92,15 +104,12 @@ cx_status cx_pool_geometry(const cx_node *n, const cx_shape *x, cx_pool_geom *g)
     g->pad_b[i] = pads[i];
     g->pad_e[i] = pads[g->nsp + i];
     axis_geometry(g, i, auto_pad, ceil_mode);
-    int64_t ek = (g->k[i] - 1) * g->d[i] + 1;
-    if (g->pad_b[i] >= ek || g->pad_e[i] >= ek)
-      return geom_fail(n, "a padding is as large as the (dilated) kernel, so some window would "
-                       "see only padding; pads must be smaller than the kernel");
     if (g->out[i] < 1)
       return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): X %s is smaller than the window on spatial "
                      "axis %d (kernel %lld, dilation %lld, pads %lld+%lld)", n->name, n->op->name,
                      cx_shape_str(x, b), i, (long long)g->k[i], (long long)g->d[i],
                      (long long)g->pad_b[i], (long long)g->pad_e[i]);
+    CX_TRY(check_windows(n, g, i));
   }
   return CX_OK;
 }

@@ -1,5 +1,6 @@
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../core/ops/pool.h"
@@ -35,132 +36,169 @@ static cx_status geom3_make(const cx_node *n, const cx_shape *x, geom3 *g) {
   return CX_OK;
 }
 
-/* The taps j in [lo, hi) of one axis whose input index start + j * d lies inside [0, in). */
+/* One output position on one axis: its first tap inside the input, how many taps lie inside, and
+ * the averaging count on this axis (taps inside the input, or with count_include_pad the window
+ * clipped to the padded input). Tabulated per axis at compile time, since every window of an
+ * output row shares them. */
 typedef struct tap_range {
-  int64_t start, lo, hi;
+  int64_t first, count, div;
 } tap_range;
 
-static tap_range taps(const geom3 *g, int axis, int64_t o) {
-  int64_t start = o * g->s[axis] - g->pb[axis], d = g->d[axis];
-  tap_range r = {start, 0, g->k[axis]};
-  if (start < 0) r.lo = (-start + d - 1) / d;
-  int64_t end = (g->in[axis] - start + d - 1) / d; /* first tap at or past the end */
-  if (end < r.hi) r.hi = end;
+typedef struct pool_plan {
+  geom3 g;
+  tap_range *t[3]; /* t[axis][o], in one allocation */
+} pool_plan;
+
+static tap_range axis_taps(const geom3 *g, int axis, int64_t o, bool include_pad) {
+  int64_t start = o * g->s[axis] - g->pb[axis], d = g->d[axis], lo = 0, hi = g->k[axis];
+  if (start < 0) lo = (-start + d - 1) / d;
+  int64_t end = (g->in[axis] - start + d - 1) / d; /* first tap at or past the input's end */
+  if (end < hi) hi = end;
+  tap_range r = {start + lo * d, hi > lo ? hi - lo : 0, hi > lo ? hi - lo : 0};
+  if (include_pad) {
+    int64_t stop = start + g->k[axis], lim = g->in[axis] + g->pe[axis];
+    r.div = (stop < lim ? stop : lim) - start;
+  }
   return r;
 }
 
-/* Walks the valid taps of output (od, oh, ow) in scan order, giving each input offset. */
-#define FOR_WINDOW(g, od, oh, ow, off)                                                             \
-  tap_range rd_ = taps(g, 0, od), rh_ = taps(g, 1, oh), rw_ = taps(g, 2, ow);                      \
-  for (int64_t jd_ = rd_.lo; jd_ < rd_.hi; jd_++)                                                  \
-    for (int64_t jh_ = rh_.lo; jh_ < rh_.hi; jh_++)                                                \
-      for (int64_t jw_ = rw_.lo, off = ((rd_.start + jd_ * (g)->d[0]) * (g)->in[1] +               \
-                                        rh_.start + jh_ * (g)->d[1]) * (g)->in[2] +                \
-                                       rw_.start + jw_ * (g)->d[2];                                \
-           jw_ < rw_.hi; jw_++, off += (g)->d[2])
+static void pool_release(void *p) {
+  pool_plan *plan = p;
+  if (plan) free(plan->t[0]);
+  free(plan);
+}
 
-#define FOR_OUTPUT(g, od, oh, ow, o)                                                               \
-  for (int64_t od = 0, o = 0; od < (g)->out[0]; od++)                                              \
-    for (int64_t oh = 0; oh < (g)->out[1]; oh++)                                                   \
-      for (int64_t ow = 0; ow < (g)->out[2]; ow++, o++)
+/* x: the tensor whose shape is the pooling input (X, or dX for AveragePoolGrad). */
+static cx_status pool_plan_make(const cx_node *n, const cx_shape *x, void **state) {
+  pool_plan *plan = calloc(1, sizeof *plan);
+  if (!plan) return cx_fail(CX_ERR_NOMEM, "out of memory preparing node '%s'", n->name);
+  cx_status s = geom3_make(n, x, &plan->g);
+  const geom3 *g = &plan->g;
+  if (s == CX_OK && !(plan->t[0] = malloc(sizeof(tap_range) * (size_t)(g->out[0] + g->out[1] + g->out[2]))))
+    s = cx_fail(CX_ERR_NOMEM, "out of memory preparing node '%s'", n->name);
+  if (s != CX_OK) {
+    pool_release(plan);
+    return s;
+  }
+  plan->t[1] = plan->t[0] + g->out[0];
+  plan->t[2] = plan->t[1] + g->out[1];
+  bool include_pad = cx_node_int(n, "count_include_pad", 0) != 0;
+  for (int i = 0; i < 3; i++)
+    for (int64_t o = 0; o < g->out[i]; o++) plan->t[i][o] = axis_taps(g, i, o, include_pad);
+  *state = plan;
+  return CX_OK;
+}
 
-/* Offset of the first maximum in scan order; ties keep the earliest, as the gradient assumes. */
-static int64_t window_argmax(const geom3 *g, const float *x, int64_t od, int64_t oh, int64_t ow) {
-  int64_t best = -1;
-  float m = 0;
-  FOR_WINDOW(g, od, oh, ow, off) {
-    if (best < 0 || x[off] > m) {
-      best = off;
-      m = x[off];
-    }
+static cx_status pool_prepare_x0(const cx_kernel_args *a, void **state, size_t *scratch) {
+  *scratch = 0;
+  return pool_plan_make(a->node, &a->in[0].shape, state);
+}
+static cx_status pool_prepare_x1(const cx_kernel_args *a, void **state, size_t *scratch) {
+  *scratch = 0;
+  return pool_plan_make(a->node, &a->in[1].shape, state);
+}
+static cx_status pool_prepare_dx(const cx_kernel_args *a, void **state, size_t *scratch) {
+  *scratch = 0;
+  return pool_plan_make(a->node, &a->out[0].shape, state);
+}
+
+/* Walks the valid taps of the window (rd, rh, rw) in scan order, giving each input offset. */
+#define FOR_WINDOW(g, rd, rh, rw, off)                                                             \
+  for (int64_t a_ = 0; a_ < (rd)->count; a_++)                                                     \
+    for (int64_t b_ = 0; b_ < (rh)->count; b_++)                                                   \
+      for (int64_t c_ = 0, off = (((rd)->first + a_ * (g)->d[0]) * (g)->in[1] + (rh)->first +      \
+                                  b_ * (g)->d[1]) * (g)->in[2] + (rw)->first;                      \
+           c_ < (rw)->count; c_++, off += (g)->d[2])
+
+/* Every output of a plane in order (o counts them), with its three tap ranges. */
+#define FOR_OUTPUT(plan, rd, rh, rw, o)                                                            \
+  for (int64_t od_ = 0, o = 0; od_ < (plan)->g.out[0]; od_++)                                      \
+    for (int64_t oh_ = 0; oh_ < (plan)->g.out[1]; oh_++)                                           \
+      for (int64_t ow_ = 0; ow_ < (plan)->g.out[2]; ow_++, o++)                                    \
+        for (const tap_range *rd = &(plan)->t[0][od_], *rh = &(plan)->t[1][oh_],                   \
+                             *rw = &(plan)->t[2][ow_];                                             \
+             rd; rd = NULL)
+
+/* Offset of the first maximum in scan order; ties keep the earliest, as the gradient assumes.
+ * Branch-free updates: on random data the comparison is unpredictable. */
+static int64_t window_argmax(const geom3 *g, const float *x, const tap_range *rd,
+                             const tap_range *rh, const tap_range *rw) {
+  int64_t best = (rd->first * g->in[1] + rh->first) * g->in[2] + rw->first;
+  float m = -INFINITY;
+  FOR_WINDOW(g, rd, rh, rw, off) {
+    bool gt = x[off] > m;
+    m = gt ? x[off] : m;
+    best = gt ? off : best;
   }
   return best;
 }
 
 static cx_status max_pool_run(const cx_kernel_args *a) {
-  geom3 g;
-  CX_TRY(geom3_make(a->node, &a->in[0].shape, &g));
+  const pool_plan *plan = a->state;
+  const geom3 *g = &plan->g;
   const float *x = cx_f32(&a->in[0]);
   float *y = cx_f32(&a->out[0]);
 #pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < g.planes; p++) {
-    const float *xp = x + p * g.in_plane;
-    float *yp = y + p * g.out_plane;
-    FOR_OUTPUT(&g, od, oh, ow, o) {
-      int64_t i = window_argmax(&g, xp, od, oh, ow);
-      yp[o] = i >= 0 ? xp[i] : -INFINITY;
+  for (int64_t p = 0; p < g->planes; p++) {
+    const float *xp = x + p * g->in_plane;
+    float *yp = y + p * g->out_plane;
+    FOR_OUTPUT(plan, rd, rh, rw, o) {
+      float m = -INFINITY;
+      FOR_WINDOW(g, rd, rh, rw, off) m = xp[off] > m ? xp[off] : m;
+      yp[o] = m;
     }
   }
   return CX_OK;
 }
 
 static cx_status max_pool_grad_run(const cx_kernel_args *a) {
-  geom3 g;
-  CX_TRY(geom3_make(a->node, &a->in[1].shape, &g));
+  const pool_plan *plan = a->state;
+  const geom3 *g = &plan->g;
   const float *dy = cx_f32(&a->in[0]), *x = cx_f32(&a->in[1]);
   float *dx = cx_f32(&a->out[0]);
 #pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < g.planes; p++) {
-    const float *xp = x + p * g.in_plane, *dyp = dy + p * g.out_plane;
-    float *dxp = dx + p * g.in_plane;
-    memset(dxp, 0, sizeof(float) * (size_t)g.in_plane);
-    FOR_OUTPUT(&g, od, oh, ow, o) {
-      int64_t i = window_argmax(&g, xp, od, oh, ow);
-      if (i >= 0) dxp[i] += dyp[o];
+  for (int64_t p = 0; p < g->planes; p++) {
+    const float *xp = x + p * g->in_plane, *dyp = dy + p * g->out_plane;
+    float *dxp = dx + p * g->in_plane;
+    memset(dxp, 0, sizeof(float) * (size_t)g->in_plane);
+    FOR_OUTPUT(plan, rd, rh, rw, o) {
+      dxp[window_argmax(g, xp, rd, rh, rw)] += dyp[o];
     }
   }
   return CX_OK;
 }
 
-/* The divisor of one window: its taps inside the input, or with count_include_pad the window
- * clipped to the padded input (a ceil_mode window may reach past the right padding). */
-static float avg_divisor(const geom3 *g, bool include_pad, int64_t od, int64_t oh, int64_t ow) {
-  int64_t o[3] = {od, oh, ow}, n = 1;
-  for (int i = 0; i < 3; i++) {
-    tap_range r = taps(g, i, o[i]);
-    if (include_pad) {
-      int64_t end = r.start + g->k[i], lim = g->in[i] + g->pe[i];
-      n *= (end < lim ? end : lim) - r.start;
-    } else {
-      n *= r.hi - r.lo;
-    }
-  }
-  return (float)n;
-}
-
 static cx_status avg_pool_run(const cx_kernel_args *a) {
-  geom3 g;
-  CX_TRY(geom3_make(a->node, &a->in[0].shape, &g));
-  bool include_pad = cx_node_int(a->node, "count_include_pad", 0) != 0;
+  const pool_plan *plan = a->state;
+  const geom3 *g = &plan->g;
   const float *x = cx_f32(&a->in[0]);
   float *y = cx_f32(&a->out[0]);
 #pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < g.planes; p++) {
-    const float *xp = x + p * g.in_plane;
-    float *yp = y + p * g.out_plane;
-    FOR_OUTPUT(&g, od, oh, ow, o) {
+  for (int64_t p = 0; p < g->planes; p++) {
+    const float *xp = x + p * g->in_plane;
+    float *yp = y + p * g->out_plane;
+    FOR_OUTPUT(plan, rd, rh, rw, o) {
       float sum = 0;
-      FOR_WINDOW(&g, od, oh, ow, off) sum += xp[off];
-      yp[o] = sum / avg_divisor(&g, include_pad, od, oh, ow);
+      FOR_WINDOW(g, rd, rh, rw, off) sum += xp[off];
+      yp[o] = sum / (float)(rd->div * rh->div * rw->div);
     }
   }
   return CX_OK;
 }
 
 static cx_status avg_pool_grad_run(const cx_kernel_args *a) {
-  geom3 g;
-  CX_TRY(geom3_make(a->node, &a->out[0].shape, &g));
-  bool include_pad = cx_node_int(a->node, "count_include_pad", 0) != 0;
+  const pool_plan *plan = a->state;
+  const geom3 *g = &plan->g;
   const float *dy = cx_f32(&a->in[0]);
   float *dx = cx_f32(&a->out[0]);
 #pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < g.planes; p++) {
-    const float *dyp = dy + p * g.out_plane;
-    float *dxp = dx + p * g.in_plane;
-    memset(dxp, 0, sizeof(float) * (size_t)g.in_plane);
-    FOR_OUTPUT(&g, od, oh, ow, o) {
-      float v = dyp[o] / avg_divisor(&g, include_pad, od, oh, ow);
-      FOR_WINDOW(&g, od, oh, ow, off) dxp[off] += v;
+  for (int64_t p = 0; p < g->planes; p++) {
+    const float *dyp = dy + p * g->out_plane;
+    float *dxp = dx + p * g->in_plane;
+    memset(dxp, 0, sizeof(float) * (size_t)g->in_plane);
+    FOR_OUTPUT(plan, rd, rh, rw, o) {
+      float v = dyp[o] / (float)(rd->div * rh->div * rw->div);
+      FOR_WINDOW(g, rd, rh, rw, off) dxp[off] += v;
     }
   }
   return CX_OK;
@@ -203,10 +241,10 @@ static cx_status global_avg_pool_grad_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_pool[] = {
-    {"MaxPool", NULL, max_pool_run, NULL},
-    {"MaxPoolGrad", NULL, max_pool_grad_run, NULL},
-    {"AveragePool", NULL, avg_pool_run, NULL},
-    {"AveragePoolGrad", NULL, avg_pool_grad_run, NULL},
+    {"MaxPool", pool_prepare_x0, max_pool_run, pool_release},
+    {"MaxPoolGrad", pool_prepare_x1, max_pool_grad_run, pool_release},
+    {"AveragePool", pool_prepare_x0, avg_pool_run, pool_release},
+    {"AveragePoolGrad", pool_prepare_dx, avg_pool_grad_run, pool_release},
     {"GlobalAveragePool", NULL, global_avg_pool_run, NULL},
     {"GlobalAveragePoolGrad", NULL, global_avg_pool_grad_run, NULL},
     {NULL, NULL, NULL, NULL},
