@@ -85,7 +85,8 @@ static void print_output(const infer_opts *o, int k, const char *name, const cha
     printf("}");
   } else {
     char s[CX_SHAPE_STR];
-    printf("wrote %s: '%s' %s %s\n", path, name, cx_dtype_name(t->dtype), cx_shape_str(&t->shape, s));
+    printf("wrote %s: '%s' %s %s\n", path, name, cx_dtype_name(t->dtype),
+           cx_shape_str(&t->shape, s));
   }
 }
 

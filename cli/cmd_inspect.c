@@ -26,7 +26,8 @@ static int64_t node_macs(const model_report *r, const cx_node *n) {
   if (n->n_in < 2 || n->n_out < 1) return 0;
   const cx_shape *a = &r->one[n->in[0]], *w = &r->one[n->in[1]], *y = &r->one[n->out[0]];
   int64_t out = cx_shape_numel(y);
-  if (!strcmp(op, "Conv") && w->ndim >= 1 && w->d[0] > 0) return out * (cx_shape_numel(w) / w->d[0]);
+  if (!strcmp(op, "Conv") && w->ndim >= 1 && w->d[0] > 0)
+    return out * (cx_shape_numel(w) / w->d[0]); /* Cin/group · kernel per output element */
   if (!strcmp(op, "Gemm") && a->ndim == 2)
     return out * a->d[cx_node_int(n, "transA", 0) ? 0 : 1];
   if (!strcmp(op, "MatMul") && a->ndim >= 1) return out * a->d[a->ndim - 1];
@@ -180,7 +181,8 @@ static int run(int argc, char **argv) {
   const char *path = NULL;
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) json = true;
-    else if (argv[i][0] == '-') return cx_cli_usage_error(&cx_cmd_inspect, "unknown option '%s'", argv[i]);
+    else if (argv[i][0] == '-')
+      return cx_cli_usage_error(&cx_cmd_inspect, "unknown option '%s'", argv[i]);
     else if (!path) path = argv[i];
     else return cx_cli_usage_error(&cx_cmd_inspect, "unexpected argument '%s'", argv[i]);
   }

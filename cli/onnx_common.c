@@ -14,8 +14,9 @@ const char *cx_cli_shape_str(const cx_shape *s, char *buf) {
   buf[at++] = '[';
   for (int d = 0; d < s->ndim && at < CX_SHAPE_STR - 24; d++) {
     const char *sep = d ? "," : "";
-    if (s->d[d] >= 0) at += (size_t)snprintf(buf + at, CX_SHAPE_STR - at, "%s%lld", sep, (long long)s->d[d]);
-    else at += (size_t)snprintf(buf + at, CX_SHAPE_STR - at, "%s%s", sep, s->d[d] == -1 ? "N" : "?");
+    size_t room = CX_SHAPE_STR - at;
+    if (s->d[d] >= 0) at += (size_t)snprintf(buf + at, room, "%s%lld", sep, (long long)s->d[d]);
+    else at += (size_t)snprintf(buf + at, room, "%s%s", sep, s->d[d] == -1 ? "N" : "?");
   }
   snprintf(buf + at, CX_SHAPE_STR - at, "]");
   return buf;

@@ -91,7 +91,8 @@ static cx_status fold_gemm(cx_exporter *ex, int gemm, const double *f, const dou
       int64_t at = trans_b ? j * k_dim + i : i * c + j;
       nw[at] = (float)(wd[at] * f[j]);
     }
-  for (int64_t j = 0; j < c; j++) nc[j] = (float)((cd ? cd[j * c_step] * beta : 0.0) * f[j] + shift[j]);
+  for (int64_t j = 0; j < c; j++)
+    nc[j] = (float)((cd ? cd[j * c_step] * beta : 0.0) * f[j] + shift[j]);
   ex->data[w] = nw;
   cx_shape cs = {.ndim = 1, .d = {c}};
   char base[1024];

@@ -1,9 +1,9 @@
 #ifndef CX_EXPORT_INTERNAL_H
 #define CX_EXPORT_INTERNAL_H
 
-/* The exporter's state, shared by the files in export/. Everything the protobuf messages point at is
- * either owned by the graph (names, initializer bytes) or allocated in the exporter's arena and
- * freed in one go once the file is written. */
+/* The exporter's state, shared by the files in export/. Everything the protobuf messages point
+ * at is either owned by the graph (names, initializer bytes) or allocated in the exporter's arena
+ * and freed in one go once the file is written. */
 
 #include "../core/graph.h"
 #include "onnx.pb-c.h"
@@ -22,7 +22,7 @@ typedef struct cx_exporter {
   int64_t opset;
   int *order;           /* nodes in topological order */
   cx_shape *shape[2];   /* by value id, for batch 1 and 2 */
-  cx_shape *sym;        /* by value id: -1 batch, -2 other batch-dependent (cx_graph_symbolic_shapes) */
+  cx_shape *sym;        /* by value id: -1 the batch, -2 otherwise batch-dependent */
   cx_dtype *dtype;      /* by value id */
   const char **name;    /* by value id: the name written (a folded Conv writes the BN's output) */
   const void **data;    /* by value id: initializer bytes written (folded weights, else init) */
@@ -48,7 +48,7 @@ int32_t cx_ex_onnx_dtype(cx_dtype t);
 /* A name for an initializer or value the exporter adds: base, or base_1, base_2, ... if base is
  * taken by a graph value or an earlier addition. */
 const char *cx_ex_unique_name(cx_exporter *ex, const char *base);
-/* Adds an initializer; data is copied into the arena. Returns its name (NULL when out of memory). */
+/* Adds an initializer; data is copied into the arena. Returns its name (NULL: out of memory). */
 const char *cx_ex_add_init(cx_exporter *ex, const char *name, cx_dtype dtype, const cx_shape *shape,
                            const void *data);
 /* An int64 initializer of n values (1-D), or a scalar f32 one, named uniquely "<node>/<what>". */

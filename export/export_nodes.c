@@ -168,7 +168,8 @@ static cx_status rule_split(draft *d) {
     int v = d->n->out[k], v0 = d->n->out[0];
     sizes[k] = ex->shape[0][v].d[axis];
     fixed &= sizes[k] == ex->shape[1][v].d[axis];
-    equal &= sizes[k] == ex->shape[0][v0].d[axis] && ex->shape[1][v].d[axis] == ex->shape[1][v0].d[axis];
+    equal &= sizes[k] == ex->shape[0][v0].d[axis] &&
+             ex->shape[1][v].d[axis] == ex->shape[1][v0].d[axis];
   }
   if (equal) return CX_OK;
   if (!fixed) return fail(d, "uneven parts along an axis that depends on the batch");

@@ -12,7 +12,8 @@ cx_status cx_graph_infer_shapes(const cx_graph *g, int64_t batch, cx_shape *shap
                                 cx_dtype *dtype);
 
 /* Symbolic: a dimension that equals the batch is -1; one that depends on the batch in another way
- * (2·N after a Concat along it, N·C after a Reshape) is -2. Found by inferring for batch 1 and 2. */
+ * (2·N after a Concat along it, N·C after a Reshape) is -2. Found by inferring for batch 1 and
+ * batch 2. */
 cx_status cx_graph_symbolic_shapes(const cx_graph *g, cx_shape *shape, cx_dtype *dtype);
 
 #endif

@@ -41,7 +41,8 @@ static cx_status analyse(cx_exporter *ex) {
   CX_TRY(cx_ex_topo_order(g, ex->order));
   CX_TRY(cx_ex_infer(g, ex->order, 1, ex->shape[0], ex->dtype));
   CX_TRY(cx_ex_infer(g, ex->order, 2, ex->shape[1], ex->dtype));
-  for (int v = 0; v < g->n_values; v++) cx_ex_symbolic(&ex->shape[0][v], &ex->shape[1][v], &ex->sym[v]);
+  for (int v = 0; v < g->n_values; v++)
+    cx_ex_symbolic(&ex->shape[0][v], &ex->shape[1][v], &ex->sym[v]);
   return CX_OK;
 }
 
@@ -76,8 +77,8 @@ static cx_status value_infos(cx_exporter *ex, Onnx__GraphProto *gp) {
   if (g->n_outputs == 0) return cx_fail(CX_ERR_ARG, "ONNX export: the graph has no outputs");
   for (int k = 0; k < g->n_outputs; k++) {
     int v = g->outputs[k];
-    if (!(gp->output[gp->n_output++] = cx_ex_value_info(ex, ex->name[v], ex->dtype[v], &ex->sym[v])))
-      return cx_ex_nomem();
+    gp->output[gp->n_output] = cx_ex_value_info(ex, ex->name[v], ex->dtype[v], &ex->sym[v]);
+    if (!gp->output[gp->n_output++]) return cx_ex_nomem();
   }
   return CX_OK;
 }

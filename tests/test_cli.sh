@@ -78,7 +78,7 @@ run 2 inspect_option inspect "$model" --bogus
 
 # ---- infer ----
 run 0 infer infer "$model" -i "$input" -o "$work/out.npy"
-[[ -f $work/out.npy && -f $work/out_1.npy ]] || fail "infer: out.npy and out_1.npy were not both written"
+[[ -f $work/out.npy && -f $work/out_1.npy ]] || fail "infer: out.npy and out_1.npy not both written"
 expect_in infer out "[2,10]"
 run 0 infer_json infer "$model" -i "$input" -o "$work/json.npy" --json
 expect_in infer_json out '"batch":2'
@@ -105,7 +105,8 @@ run 0 convert_fold convert "$model" "$work/fold.onnx" --opset 15 --fold-bn --jso
 expect_in convert_fold out '"folded_batch_norms":4'
 expect_in convert_fold out '"opset":15'
 run 0 inspect_fold inspect "$work/fold.onnx"
-grep -q BatchNormalization "$work/inspect_fold.out" && fail "convert --fold-bn: BatchNormalization left"
+grep -q BatchNormalization "$work/inspect_fold.out" &&
+  fail "convert --fold-bn: a BatchNormalization is left"
 run 0 infer_fold infer "$work/fold.onnx" -i "$input" -o "$work/fold.npy"
 run 1 convert_truncated convert "$work/truncated.onnx" "$work/never.onnx"
 one_line_error convert_truncated "truncated.onnx"

@@ -52,7 +52,8 @@ static int init_uniform(cx_graph *g, cx_value_kind kind, const char *name, const
                         float lo, float hi, uint64_t seed) {
   int64_t n = cx_shape_numel(s);
   float *v = malloc(sizeof(float) * (size_t)(n ? n : 1));
-  for (int64_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * cx_rng_uniform(cx_rng_key(seed, 7, 0), (uint64_t)i);
+  for (int64_t i = 0; i < n; i++)
+    v[i] = lo + (hi - lo) * cx_rng_uniform(cx_rng_key(seed, 7, 0), (uint64_t)i);
   int id = cx_graph_init(g, kind, name, CX_F32, s, v);
   free(v);
   return id;
