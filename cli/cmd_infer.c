@@ -64,9 +64,10 @@ static cx_status read_feeds(const infer_opts *o, const cx_graph *g, feeds *f, in
                    o->n_in);
   for (f->n = 0; f->n < n; f->n++)
     CX_TRY(cx_npy_read(o->in[f->n], &f->dtype[f->n], &f->shape[f->n], &f->data[f->n]));
-  *batch = 1;
-  for (int d = 0; d < g->values[ids[0]].shape.ndim; d++)
-    if (g->values[ids[0]].shape.d[d] < 0) *batch = f->shape[0].ndim > d ? f->shape[0].d[d] : 1;
+  *batch = 1; /* a model without a batch dimension runs as it is */
+  const cx_shape *s0 = &g->values[ids[0]].shape;
+  for (int d = s0->ndim - 1; d >= 0; d--)
+    if (s0->d[d] < 0) *batch = f->shape[0].ndim > d ? f->shape[0].d[d] : 1;
   if (*batch < 1)
     return cx_fail(CX_ERR_SHAPE, "%s: batch dimension %lld", o->in[0], (long long)*batch);
   for (int k = 0; k < n; k++) CX_TRY(check_feed(o, &g->values[ids[k]], k, f, *batch));
