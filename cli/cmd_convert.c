@@ -1,5 +1,8 @@
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../core/op.h"
 #include "../export/onnx_export.h"
@@ -25,30 +28,39 @@ static int count_op(const cx_graph *g, const char *op) {
 }
 
 /* The source model's metadata (input preprocessing, ...) is carried over. */
-static cx_status write_model(const convert_opts *o, const cx_graph *g, const cx_onnx_info *info) {
+static cx_status write_model(const convert_opts *o, const cx_graph *g, const cx_onnx_info *info,
+                             const char *path) {
   cx_onnx_metadata meta[32];
   for (int k = 0; k < info->n_metadata; k++)
     meta[k] = (cx_onnx_metadata){info->metadata[k][0], info->metadata[k][1]};
   cx_onnx_export_opts eo = {.opset = o->opset, .fold_bn = o->fold_bn,
                             .producer_version = CX_VERSION, .metadata = meta,
                             .n_metadata = info->n_metadata};
-  return cx_onnx_export(g, o->out, &eo);
+  return cx_onnx_export(g, path, &eo);
 }
 
-/* Import, export, and import what was written, so that a model we cannot read back fails here. */
+/* Import, export under a temporary name beside OUT, import that again, and only then rename it
+ * to OUT: a model we cannot read back fails here and OUT is left as it was. */
 static cx_status convert(const convert_opts *o, convert_result *r) {
   cx_graph *g = NULL, *back = NULL;
   CX_TRY(cx_onnx_import(o->in, &g, &r->in_info));
   r->in_nodes = g->n_nodes;
   r->bn_before = count_op(g, "BatchNormalization");
-  cx_status s = write_model(o, g, &r->in_info);
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.check.%ld.onnx", o->out, (long)getpid());
+  cx_status s = write_model(o, g, &r->in_info, tmp);
   cx_graph_free(g);
-  if (s == CX_OK) s = cx_onnx_import(o->out, &back, &r->out_info);
+  if (s != CX_OK) return s;
+  s = cx_onnx_import(tmp, &back, &r->out_info);
   if (s == CX_OK) {
     r->out_nodes = back->n_nodes;
     r->bn_after = count_op(back, "BatchNormalization");
-  }
-  cx_graph_free(back);
+    cx_graph_free(back);
+    if (rename(tmp, o->out) != 0)
+      s = cx_fail(CX_ERR_IO, "%s: cannot write: %s", o->out, strerror(errno));
+  } else
+    cx_error_prefix("the written model does not load again");
+  if (s != CX_OK) remove(tmp);
   return s;
 }
 

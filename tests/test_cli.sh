@@ -111,7 +111,7 @@ run 0 infer_fold infer "$work/fold.onnx" -i "$input" -o "$work/fold.npy"
 run 1 convert_truncated convert "$work/truncated.onnx" "$work/never.onnx"
 one_line_error convert_truncated "truncated.onnx"
 [[ ! -e $work/never.onnx ]] || fail "convert: a failed run wrote never.onnx"
-ls "$work" | grep -q '\.tmp\.' && fail "convert: left a temporary file"
+ls "$work" | grep -qE '\.(tmp|check)\.' && fail "convert: left a temporary file"
 run 1 convert_dir convert "$model" "$work/no/such/folder/x.onnx"
 one_line_error convert_dir "no/such/folder"
 run 2 convert_opset convert "$model" "$work/x.onnx" --opset 12
