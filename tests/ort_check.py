@@ -47,7 +47,7 @@ def main(argv):
         return 1
     for k, (meta, y) in enumerate(zip(sess.get_outputs(), outs)):
         path = os.path.join(out_dir, f"output_{k}.npy")
-        np.save(path, np.ascontiguousarray(y))
+        np.save(path, np.asarray(y, order="C"))  # keeps 0-d arrays 0-d
         print(f"{meta.name}: {y.dtype} {list(y.shape)} -> {path}")
     return 0
 

@@ -1,5 +1,7 @@
-/* ONNX export: graphs built with the builder API are written at opsets 13 and 17, with and
- * without BatchNormalization folding, then
+/* ONNX export: graphs built with the builder API (a CNN, depthwise convolutions, ReduceMean, the
+ * remaining ONNX ops, BatchNormalizations that must not fold, the tiny CNN with its
+ * SoftmaxCrossEntropyLoss and int64 labels) are written at opsets 13, 14 and 17, with and without
+ * BatchNormalization folding, then
  *   (a) imported again and run: the outputs must match the original graph's (1e-5 relative), and
  *   (b) checked with onnx.checker (full_check) and run with ONNX Runtime (tests/ort_check.py):
  *       ORT's outputs must match ours (1e-5 relative).
@@ -22,6 +24,7 @@
 #include "../export/onnx_export.h"
 #include "../import/onnx.h"
 #include "../kernels/cpu/cpu.h"
+#include "../models/tiny_cnn.h"
 #include "op_check.h"
 
 #ifndef CX_ORT_CHECK
@@ -29,7 +32,7 @@
 #endif
 #define PYTHON "/usr/bin/python3"
 
-enum { BATCH = 3, MAX_OUT = 8 };
+enum { BATCH = 3, MAX_OUT = 8, MAX_IN = 4 };
 static const double TOL = 1e-5;
 
 static int fails;
@@ -280,26 +283,50 @@ static void outputs_free(outputs *o) {
   o->n = 0;
 }
 
-/* The graph's one input, filled with a fixed pattern for batch BATCH. */
-static float *make_input(const cx_graph *g, cx_shape *s) {
-  for (int v = 0; v < g->n_values; v++)
-    if (g->values[v].kind == CX_VALUE_INPUT) *s = g->values[v].shape;
-  s->d[0] = BATCH;
-  int64_t n = cx_shape_numel(s);
-  float *x = malloc(sizeof(float) * (size_t)n);
-  for (int64_t i = 0; i < n; i++) x[i] = 2 * cx_rng_normal(cx_rng_key(5, 6, 7), (uint64_t)i);
-  return x;
+/* The graph's inputs for batch BATCH: f32 ones from a fixed normal pattern, int64 ones (class
+ * labels) cycling through 0..4; also written as .npy for ONNX Runtime. */
+typedef struct feeds {
+  int n;
+  const char *name[MAX_IN];
+  cx_dtype dtype[MAX_IN];
+  cx_shape shape[MAX_IN];
+  void *data[MAX_IN];
+  char path[MAX_IN][1200];
+} feeds;
+
+static void feeds_free(feeds *f) {
+  for (int k = 0; k < f->n; k++) free(f->data[k]);
 }
 
-static cx_status forward(const cx_graph *g, const float *x, outputs *o) {
+static void make_feeds(const cx_graph *g, const char *label, feeds *f) {
+  for (int v = 0; v < g->n_values && f->n < MAX_IN; v++) {
+    const cx_value *x = &g->values[v];
+    if (x->kind != CX_VALUE_INPUT) continue;
+    int k = f->n++;
+    f->name[k] = x->name;
+    f->dtype[k] = x->dtype;
+    f->shape[k] = x->shape;
+    f->shape[k].d[0] = BATCH;
+    int64_t n = cx_shape_numel(&f->shape[k]);
+    f->data[k] = malloc(cx_dtype_size(x->dtype) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+      if (x->dtype == CX_S64) ((int64_t *)f->data[k])[i] = i % 5;
+      else ((float *)f->data[k])[i] = 2 * cx_rng_normal(cx_rng_key(5, 6, (uint64_t)k), (uint64_t)i);
+    }
+    snprintf(f->path[k], sizeof f->path[k], "%s/%s_input%d.npy", dir, label, k);
+    CHECK(cx_npy_write(f->path[k], x->dtype, &f->shape[k], f->data[k]) == CX_OK, "%s",
+          cx_last_error());
+  }
+}
+
+static cx_status forward(const cx_graph *g, const feeds *f, outputs *o) {
   cx_program *p = NULL;
   cx_compile_opts co = {.batch = BATCH, .backend = cx_backend_cpu()};
   CX_TRY(cx_program_compile(g, &co, &p));
-  for (int v = 0; v < g->n_values; v++)
-    if (g->values[v].kind == CX_VALUE_INPUT) {
-      cx_tensor *t = cx_program_tensor(p, g->values[v].name);
-      memcpy(t->data, x, cx_tensor_nbytes(t));
-    }
+  for (int k = 0; k < f->n; k++) {
+    cx_tensor *t = cx_program_tensor(p, f->name[k]);
+    memcpy(t->data, f->data[k], cx_tensor_nbytes(t));
+  }
   cx_status s = cx_program_forward(p);
   o->n = 0;
   for (int k = 0; s == CX_OK && k < g->n_outputs && k < MAX_OUT; k++) {
@@ -353,12 +380,14 @@ static bool python_has_ort(void) {
   return false;
 }
 
-static void ort_compare(const char *model, const char *input, const outputs *ref) {
-  char out_dir[1300], cmd[5000];
+static void ort_compare(const char *model, const feeds *f, const outputs *ref) {
+  char out_dir[1300], cmd[8000];
   snprintf(out_dir, sizeof out_dir, "%s.ort", model);
   mkdir(out_dir, 0755);
-  snprintf(cmd, sizeof cmd, "%s '%s' '%s' '%s' '%s' >/dev/null", PYTHON, CX_ORT_CHECK, model,
-           out_dir, input);
+  int at = snprintf(cmd, sizeof cmd, "%s '%s' '%s' '%s'", PYTHON, CX_ORT_CHECK, model, out_dir);
+  for (int k = 0; k < f->n && at < (int)sizeof cmd; k++)
+    at += snprintf(cmd + at, sizeof cmd - (size_t)at, " '%s'", f->path[k]);
+  if (at < (int)sizeof cmd) snprintf(cmd + at, sizeof cmd - (size_t)at, " >/dev/null");
   int rc = system(cmd);
   CHECK(rc == 0, "%s: tests/ort_check.py failed (exit %d); see its message above", model, rc);
   if (rc != 0) return;
@@ -391,7 +420,7 @@ static int count_op(const cx_graph *g, const char *op) {
 static const cx_onnx_metadata metadata[] = {{"preprocess", "{\"mean\":[0.5],\"std\":[0.25]}"},
                                              {"source", "test_onnx_export"}};
 
-static void check_reimport(const char *path, int opset, int bn_left, const float *x,
+static void check_reimport(const char *path, int opset, int bn_left, const feeds *x,
                            const outputs *ref) {
   cx_graph *back = NULL;
   cx_onnx_info info;
@@ -423,14 +452,11 @@ static void check_reimport(const char *path, int opset, int bn_left, const float
 static void check_graph(const char *label, cx_graph *g, int n_bn, int n_kept) {
   CHECK(cx_graph_status(g) == CX_OK, "%s: building: %s", label, cx_last_error());
   if (g->status) return;
-  cx_shape xs;
-  float *x = make_input(g, &xs);
+  feeds x = {0};
+  make_feeds(g, label, &x);
   outputs ref = {0};
-  cx_status s = forward(g, x, &ref);
+  cx_status s = forward(g, &x, &ref);
   CHECK(s == CX_OK, "%s: forward: %s", label, cx_last_error());
-  char input[1200];
-  snprintf(input, sizeof input, "%s/%s_input.npy", dir, label);
-  CHECK(cx_npy_write(input, CX_F32, &xs, x) == CX_OK, "%s", cx_last_error());
   static const int opsets[] = {13, 14, 17}; /* 14: HardSwish and Reshape's allowzero arrive */
   for (int i = 0; s == CX_OK && i < 3; i++)
     for (int fold = 0; fold < 2; fold++) {
@@ -444,11 +470,11 @@ static void check_graph(const char *label, cx_graph *g, int n_bn, int n_kept) {
       CHECK(e == CX_OK, "%s: export: %s", path, cx_last_error());
       if (e != CX_OK) continue;
       printf("ok   exported %s\n", path);
-      check_reimport(path, opset, fold ? n_kept : n_bn, x, &ref);
-      if (have_ort) ort_compare(path, input, &ref);
+      check_reimport(path, opset, fold ? n_kept : n_bn, &x, &ref);
+      if (have_ort) ort_compare(path, &x, &ref);
     }
   outputs_free(&ref);
-  free(x);
+  feeds_free(&x);
 }
 
 /* ---- failures ---- */
@@ -547,6 +573,8 @@ int main(void) {
   check_graph("misc", g = misc(), 0, 0);
   cx_graph_free(g);
   check_graph("unfoldable", g = unfoldable(), 3, 3);
+  cx_graph_free(g);
+  check_graph("tiny_cnn", g = cx_tiny_cnn(1, 16, 10, 1), 1, 0); /* SoftmaxCrossEntropyLoss */
   cx_graph_free(g);
   test_failures();
   test_symbolic_shapes();
