@@ -3,7 +3,7 @@
 
 #include "commands.h"
 
-static const cx_command *const commands[] = {&cx_cmd_demo, &cx_cmd_ops};
+static const cx_command *const commands[] = {&cx_cmd_demo, &cx_cmd_models, &cx_cmd_ops};
 enum { N_COMMANDS = sizeof commands / sizeof *commands };
 
 static void print_help(FILE *f) {
