@@ -127,12 +127,11 @@ static int64_t program_macs(cx_program *p, int64_t batch) {
   int64_t macs = 0;
   for (int i = 0; i < cx_program_forward_nodes(p); i++) {
     const cx_node *n = &g->nodes[i];
+    bool conv = strcmp(n->op->name, "Conv") == 0, gemm = strcmp(n->op->name, "Gemm") == 0;
+    if (!conv && !gemm) continue;
     const cx_shape *y = &cx_program_value_tensor(p, n->out[0])->shape;
-    const cx_shape *w = &cx_program_value_tensor(p, n->in[1])->shape;
-    if (strcmp(n->op->name, "Conv") == 0)
-      macs += cx_shape_numel(y) * w->d[1] * w->d[2] * w->d[3];
-    else if (strcmp(n->op->name, "Gemm") == 0)
-      macs += cx_shape_numel(y) * w->d[1];
+    const cx_shape *w = &cx_program_value_tensor(p, n->in[1])->shape; /* Gemm: transB [out, in] */
+    macs += cx_shape_numel(y) * (conv ? w->d[1] * w->d[2] * w->d[3] : w->d[1]);
   }
   return macs / batch;
 }
