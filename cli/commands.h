@@ -13,7 +13,7 @@ typedef struct cx_command {
   int (*run)(int argc, char **argv);
 } cx_command;
 
-extern const cx_command cx_cmd_demo, cx_cmd_models, cx_cmd_ops;
+extern const cx_command cx_cmd_demo, cx_cmd_ops, cx_cmd_data, cx_cmd_models;
 
 /* Shared helpers for commands. */
 bool cx_cli_wants_help(int argc, char **argv);

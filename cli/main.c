@@ -3,7 +3,8 @@
 
 #include "commands.h"
 
-static const cx_command *const commands[] = {&cx_cmd_demo, &cx_cmd_models, &cx_cmd_ops};
+static const cx_command *const commands[] = {&cx_cmd_demo, &cx_cmd_ops, &cx_cmd_data,
+                                             &cx_cmd_models};
 enum { N_COMMANDS = sizeof commands / sizeof *commands };
 
 static void print_help(FILE *f) {

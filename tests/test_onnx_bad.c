@@ -12,7 +12,7 @@ static int fails;
 
 /* A two-node model: y = Relu(Relu(x)), x [-1, 4]; `mutate` may change it before packing. */
 static size_t make_model(uint8_t **out, void (*mutate)(Onnx__ModelProto *)) {
-  static char *in1[] = {"x"}, *out1[] = {"h"}, *in2[] = {"h"}, *out2[] = {"y"};
+  char *in1[] = {"x"}, *out1[] = {"h"}, *in2[] = {"h"}, *out2[] = {"y"};
   Onnx__NodeProto n1 = ONNX__NODE_PROTO__INIT, n2 = ONNX__NODE_PROTO__INIT;
   n1.op_type = "Relu", n1.name = "relu1", n1.n_input = 1, n1.input = in1, n1.n_output = 1, n1.output = out1;
   n2.op_type = "Relu", n2.name = "relu2", n2.n_input = 1, n2.input = in2, n2.n_output = 1, n2.output = out2;

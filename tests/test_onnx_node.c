@@ -130,7 +130,10 @@ static int discover(void) {
       snprintf(reason, sizeof reason, "%s", cx_last_error());
       for (char *c = reason; *c; c++)
         if (*c == '\n') *c = ' ';
-      printf("skip %s  %s: %s\n", names[k], s == CX_ERR_UNSUPPORTED ? "unsupported" : "fails", reason);
+      const char *why = s == CX_ERR_UNSUPPORTED ? "unsupported"
+                        : s == CX_ERR_NUMERIC   ? "WRONG OUTPUT"
+                                                : "refused";
+      printf("skip %s  %s: %s\n", names[k], why, reason);
     }
     fflush(stdout);
     free(names[k]);

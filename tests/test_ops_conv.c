@@ -113,7 +113,8 @@ static const conv_case cases[] = {
     {NULL},
 };
 
-/* Depthwise 3x3, stride 1 or 2: the hand-written path. Widths cross the 16- and 32-lane blocks. */
+/* Depthwise 3x3, stride 1 or 2: the hand-written path. Widths cross its 16- and 32-column blocks;
+ * 16 channels or more on small planes take its 16-channel tiles. */
 static const conv_case dw_cases[] = {
     {"depthwise stride 1 7x7 batch 3", GEO(3, 4, 7, 7, 4, 3, 3, 4), .pads = {1, 1, 1, 1}, .bias = true},
     {"depthwise stride 2 9x5", GEO(2, 3, 9, 5, 3, 3, 3, 3), .strides = {2, 2}, .pads = {1, 1, 1, 1}},
@@ -123,6 +124,9 @@ static const conv_case dw_cases[] = {
     {"depthwise stride 2 SAME_LOWER 8x8", GEO(1, 3, 8, 8, 3, 3, 3, 3), .strides = {2, 2}, .auto_pad = "SAME_LOWER"},
     {"depthwise stride (1,2) pads (0,2,1,0)", GEO(2, 2, 6, 9, 2, 3, 3, 2), .strides = {1, 2}, .pads = {0, 2, 1, 0}, .bias = true},
     {"depthwise stride (2,1) pads (2,0,0,1)", GEO(1, 3, 9, 6, 3, 3, 3, 3), .strides = {2, 1}, .pads = {2, 0, 0, 1}},
+    {"depthwise 20 channels 5x5 (channel tiles)", GEO(2, 20, 5, 5, 20, 3, 3, 20), .pads = {1, 1, 1, 1}, .bias = true},
+    {"depthwise 17 channels stride 2 8x7 SAME_LOWER", GEO(1, 17, 8, 7, 17, 3, 3, 17), .strides = {2, 2}, .auto_pad = "SAME_LOWER"},
+    {"depthwise 16 channels stride (2,1) pads (0,1,2,1)", GEO(2, 16, 6, 4, 16, 3, 3, 16), .strides = {2, 1}, .pads = {0, 1, 2, 1}, .bias = true},
     {"depthwise 1x1 image pads 1", GEO(2, 2, 1, 1, 2, 3, 3, 2), .pads = {1, 1, 1, 1}, .bias = true},
     {"depthwise X constant", GEO(2, 2, 6, 6, 2, 3, 3, 2), .strides = {2, 2}, .pads = {1, 1, 1, 1}, .bias = true, .x_const = true},
     {"depthwise W constant", GEO(2, 2, 6, 6, 2, 3, 3, 2), .pads = {1, 1, 1, 1}, .bias = true, .w_const = true},

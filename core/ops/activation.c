@@ -1,6 +1,6 @@
 /* Element-wise activations (Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Exp, Log,
- * Sqrt) and their single gradient op ActivationGrad(dY, X, Y[, min, max]) with attribute `op`, which
- * reads whichever of X and Y the derivative needs (the other is omitted, so it can be freed). */
+ * Sqrt) and their single gradient op ActivationGrad(dY, X, Y[, min, max]) with attribute `op`,
+ * which reads whichever of X and Y the derivative needs (the other is omitted: it can be freed). */
 
 #include "activation.h"
 
@@ -143,8 +143,9 @@ static const cx_attr_schema act_grad_attrs[] = {
     {"beta", CX_ATTR_FLOAT, false}, {"min", CX_ATTR_FLOAT, false},
     {"max", CX_ATTR_FLOAT, false}, {NULL, 0, false}};
 
-#define ACT(var, name, attrs) \
-  static const cx_op_def var = {name, CX_DOMAIN_ONNX, 1, 1, 1, 1, attrs, infer_act, grad_act, NULL, 0}
+#define ACT(var, name, attrs)                                                                      \
+  static const cx_op_def var = {name, CX_DOMAIN_ONNX, 1, 1, 1, 1, attrs,                           \
+                                infer_act, grad_act, NULL, 0}
 
 ACT(op_relu, "Relu", no_attrs);
 ACT(op_leaky_relu, "LeakyRelu", alpha_attrs);

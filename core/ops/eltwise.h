@@ -21,9 +21,9 @@ cx_status cx_reduce_to_keep_shape(const struct cx_node *n, const cx_shape *small
                                   const cx_shape *full, cx_shape *keep);
 
 /* ReduceSum / ReduceMean: from the node's axes (attribute or input values, given here as
- * axes/n_axes), keepdims and noop_with_empty_axes, the keepdims form of the result (reduced axes set
- * to 1), the output shape, and which axes are reduced (none when the node is an identity). Fails
- * naming the node on a bad axis. */
+ * axes/n_axes), keepdims and noop_with_empty_axes, the keepdims form of the result (reduced axes
+ * set to 1), the output shape, and which axes are reduced (none when the node is an identity).
+ * Fails naming the node on a bad axis. */
 cx_status cx_reduce_shapes(const struct cx_node *n, const cx_shape *x, const int64_t *axes,
                            int n_axes, cx_shape *keep, cx_shape *out, bool reduced[CX_MAX_DIMS]);
 

@@ -51,7 +51,7 @@ static cx_status check_sce_inputs(const cx_infer_ctx *ctx, int first) {
 }
 
 static cx_status infer_sce(const cx_infer_ctx *ctx) {
-  int mode;
+  int mode = 0;
   CX_TRY(reduction_mode(ctx->node, &mode));
   CX_TRY(check_sce_inputs(ctx, 0));
   ctx->out_shape[0] = mode == 0 ? ctx->in_shape[1] : (cx_shape){.ndim = 0};
@@ -65,7 +65,7 @@ static cx_status infer_sce(const cx_infer_ctx *ctx) {
 
 /* (dLoss, scores, labels[, weights]) -> dScores */
 static cx_status infer_sce_grad(const cx_infer_ctx *ctx) {
-  int mode;
+  int mode = 0;
   CX_TRY(reduction_mode(ctx->node, &mode));
   CX_TRY(need_f32(ctx, 0));
   CX_TRY(check_sce_inputs(ctx, 1));

@@ -12,7 +12,7 @@ cx_status cx_reduce_shapes(const cx_node *n, const cx_shape *x, const int64_t *a
   bool red[CX_MAX_DIMS] = {false};
   bool noop = n_axes == 0 && cx_node_int(n, "noop_with_empty_axes", 0) != 0;
   for (int i = 0; i < n_axes; i++) {
-    int a;
+    int a = 0;
     CX_TRY(cx_axis_normalize(n, axes[i], x->ndim, &a));
     red[a] = true;
   }
@@ -87,7 +87,7 @@ static cx_status infer_broadcast_to(const cx_infer_ctx *ctx) {
 
 static cx_status infer_softmax(const cx_infer_ctx *ctx) {
   CX_TRY(need_f32(ctx, 0));
-  int axis;
+  int axis = 0;
   CX_TRY(cx_axis_normalize(ctx->node, cx_node_int(ctx->node, "axis", -1), ctx->in_shape[0].ndim,
                            &axis));
   ctx->out_shape[0] = ctx->in_shape[0];

@@ -102,7 +102,8 @@ AVX __m512 fwd16(const act_par *p, __m512 x) {
     return _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x,
                               _mm512_set1_ps(p->alpha));
   case CX_ACT_CLIP: return clamp16(x, p->lo, p->hi);
-  case CX_ACT_SIGMOID: return _mm512_div_ps(one, _mm512_add_ps(one, cx_exp16(_mm512_sub_ps(zero, x))));
+  case CX_ACT_SIGMOID:
+    return _mm512_div_ps(one, _mm512_add_ps(one, cx_exp16(_mm512_sub_ps(zero, x))));
   case CX_ACT_HARD_SIGMOID:
     return clamp16(_mm512_fmadd_ps(x, _mm512_set1_ps(p->alpha), _mm512_set1_ps(p->beta)), 0, 1);
   case CX_ACT_HARD_SWISH:
@@ -146,7 +147,7 @@ __attribute__((target("avx512f"))) static void fwd_avx512(const act_par *p, floa
   }
 }
 
-/* The cheap and common derivatives (those that mask or scale dY); the rest run the portable loop. */
+/* The cheap, common derivatives (masks and scales of dY); the rest run the portable loop. */
 __attribute__((target("avx512f"))) static void bwd_avx512(const act_par *p, float *dx,
                                                           const float *dy, const float *x,
                                                           const float *y, int64_t n) {

@@ -5,45 +5,83 @@
 #include "cpu.h"
 #include "dnnl_util.h"
 
-/* Conv and ConvGrad on the CPU: oneDNN primitives on plain NCHW / (g)OIHW memory, built once in
- * prepare, except depthwise 3x3 which takes the hand-written path in conv_depthwise.c.
- * CX_CONV_DEPTHWISE=dnnl (or =c) in the environment sends depthwise convolutions to oneDNN (or to
- * the portable C loops) instead, for benchmarks and for testing the fallback. */
+/* Conv and ConvGrad on the CPU: oneDNN primitives built once in prepare, except depthwise 3x3 which
+ * takes the hand-written path in conv_depthwise.c.
+ *
+ * Program buffers are plain NCHW / (g)OIHW. On plain layouts oneDNN 2.6 falls back to im2col + GEMM,
+ * so where its blocked layouts pay (see use_blocked) the primitive is built with format `any` and
+ * each argument is reordered through a scratch buffer: before the primitive for inputs, after it
+ * for outputs. Those buffers and oneDNN's own scratchpad are the kernel's scratch.
+ *
+ * Environment knobs, for benchmarks and for testing the other paths:
+ *   CX_CONV_DEPTHWISE=dnnl | c    depthwise 3x3 through oneDNN / through the portable C loops
+ *   CX_CONV_LAYOUT=plain | blocked   oneDNN on plain layouts / always through blocked layouts */
 
 /* ---- one oneDNN primitive with its arguments --------------------------------------------------- */
 
-enum { MAX_ARGS = 6 };
-typedef enum { FROM_IN, FROM_OUT, FROM_SCRATCH } arg_source;
+enum { MAX_ARGS = 5 };
+
+static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+/* A tensor argument: `user` wraps the program's plain buffer; when the primitive wants another
+ * layout, `inner` is a buffer of that layout in scratch and `reorder` converts between the two. */
+typedef struct conv_arg {
+  int arg;       /* DNNL_ARG_* */
+  bool output;   /* kernel output `index`, else kernel input `index` */
+  int index;
+  dnnl_memory_t user, inner;
+  dnnl_primitive_t reorder;
+  size_t offset; /* of inner in scratch */
+} conv_arg;
 
 typedef struct conv_exec {
   dnnl_primitive_t prim;
+  dnnl_memory_t scratchpad; /* oneDNN's, at scratch offset 0 */
   int n;
-  dnnl_exec_arg_t args[MAX_ARGS];
-  arg_source from[MAX_ARGS];
-  int index[MAX_ARGS]; /* input or output number */
-  size_t scratch;
+  conv_arg a[MAX_ARGS];
+  size_t scratch;           /* bytes: the scratchpad, then the inner buffers */
 } conv_exec;
 
 static void exec_release(conv_exec *e) {
-  for (int k = 0; k < e->n; k++) dnnl_memory_destroy(e->args[k].memory);
+  for (int k = 0; k < e->n; k++) {
+    if (e->a[k].user) dnnl_memory_destroy(e->a[k].user);
+    if (e->a[k].inner) dnnl_memory_destroy(e->a[k].inner);
+    if (e->a[k].reorder) dnnl_primitive_destroy(e->a[k].reorder);
+  }
+  if (e->scratchpad) dnnl_memory_destroy(e->scratchpad);
   if (e->prim) dnnl_primitive_destroy(e->prim);
   memset(e, 0, sizeof *e);
 }
 
-static cx_status exec_arg(conv_exec *e, const cx_node *node, int arg, const dnnl_memory_desc_t *md,
-                          arg_source from, int index) {
+static cx_status make_reorder(dnnl_primitive_t *r, const cx_node *node,
+                              const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to) {
   dnnl_engine_t eng = cx_dnnl_engine();
-  if (!eng) return CX_ERR_BACKEND;
-  CX_DNNL(dnnl_memory_create(&e->args[e->n].memory, md, eng, DNNL_MEMORY_NONE), node);
-  e->args[e->n].arg = arg;
-  e->from[e->n] = from;
-  e->index[e->n] = index;
-  e->n++;
+  dnnl_primitive_desc_t rpd;
+  CX_DNNL(dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, NULL), node);
+  dnnl_status_t s = dnnl_primitive_create(r, rpd);
+  dnnl_primitive_desc_destroy(rpd);
+  CX_DNNL(s, node);
   return CX_OK;
 }
 
+/* Adds argument `arg` of the primitive, backed by kernel input or output `index` of layout user_md. */
+static cx_status exec_arg(conv_exec *e, const cx_node *node, const_dnnl_primitive_desc_t pd, int arg,
+                          const dnnl_memory_desc_t *user_md, bool output, int index) {
+  dnnl_engine_t eng = cx_dnnl_engine();
+  conv_arg *x = &e->a[e->n++];
+  *x = (conv_arg){.arg = arg, .output = output, .index = index};
+  CX_DNNL(dnnl_memory_create(&x->user, user_md, eng, DNNL_MEMORY_NONE), node);
+  const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, arg);
+  if (!md || dnnl_memory_desc_equal(md, user_md)) return CX_OK;
+  CX_DNNL(dnnl_memory_create(&x->inner, md, eng, DNNL_MEMORY_NONE), node);
+  x->offset = e->scratch;
+  e->scratch += align64(dnnl_memory_desc_get_size(md));
+  return output ? make_reorder(&x->reorder, node, md, user_md)
+                : make_reorder(&x->reorder, node, user_md, md);
+}
+
 /* Makes the primitive descriptor (scratchpad owned by us) and the primitive; the caller adds the
- * tensor arguments and destroys *pd. */
+ * tensor arguments, then destroys *pd. */
 static cx_status exec_create(conv_exec *e, const cx_node *node, const dnnl_convolution_desc_t *cd,
                              const_dnnl_primitive_desc_t hint, dnnl_primitive_desc_t *pd) {
   dnnl_engine_t eng = cx_dnnl_engine();
@@ -55,54 +93,90 @@ static cx_status exec_create(conv_exec *e, const cx_node *node, const dnnl_convo
   dnnl_primitive_attr_destroy(attr);
   CX_DNNL(s, node);
   const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(*pd, dnnl_query_scratchpad_md, 0);
-  e->scratch = smd ? dnnl_memory_desc_get_size(smd) : 0;
-  cx_status st = e->scratch ? exec_arg(e, node, DNNL_ARG_SCRATCHPAD, smd, FROM_SCRATCH, 0) : CX_OK;
-  if (st == CX_OK && (s = dnnl_primitive_create(&e->prim, *pd)) != dnnl_success)
-    st = cx_fail(CX_ERR_BACKEND, "dnnl_primitive_create failed (status %d) in node '%s'", (int)s,
-                 node->name);
-  if (st != CX_OK) {
+  size_t bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
+  e->scratch = align64(bytes);
+  if (bytes) s = dnnl_memory_create(&e->scratchpad, smd, eng, DNNL_MEMORY_NONE);
+  if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, *pd);
+  if (s != dnnl_success) {
     dnnl_primitive_desc_destroy(*pd);
     *pd = NULL;
+    return cx_fail(CX_ERR_BACKEND, "creating the oneDNN convolution failed (status %d) in node '%s'",
+                   (int)s, node->name);
   }
-  return st;
+  return CX_OK;
 }
 
+static cx_status run_reorder(const conv_arg *x, dnnl_stream_t st, const cx_node *node) {
+  dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, x->output ? x->inner : x->user},
+                          {DNNL_ARG_TO, x->output ? x->user : x->inner}};
+  CX_DNNL(dnnl_primitive_execute(x->reorder, st, 2, r), node);
+  return CX_OK;
+}
+
+/* Points every memory at this run's buffers, reorders the inputs in, runs, reorders the outputs out. */
 static cx_status exec_run(const conv_exec *e, const cx_kernel_args *a) {
   dnnl_stream_t st = cx_dnnl_stream();
+  char *scratch = a->scratch;
+  dnnl_exec_arg_t args[MAX_ARGS + 1];
+  int n = 0;
   if (!st) return CX_ERR_BACKEND;
-  for (int k = 0; k < e->n; k++) {
-    void *p = e->from[k] == FROM_IN    ? a->in[e->index[k]].data
-              : e->from[k] == FROM_OUT ? a->out[e->index[k]].data
-                                       : a->scratch;
-    CX_DNNL(dnnl_memory_set_data_handle(e->args[k].memory, p), a->node);
+  if (e->scratchpad) {
+    CX_DNNL(dnnl_memory_set_data_handle(e->scratchpad, scratch), a->node);
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratchpad};
   }
-  CX_DNNL(dnnl_primitive_execute(e->prim, st, e->n, e->args), a->node);
+  for (int k = 0; k < e->n; k++) {
+    const conv_arg *x = &e->a[k];
+    CX_DNNL(dnnl_memory_set_data_handle(x->user, (x->output ? a->out : a->in)[x->index].data),
+            a->node);
+    if (x->inner) CX_DNNL(dnnl_memory_set_data_handle(x->inner, scratch + x->offset), a->node);
+    if (x->inner && !x->output) CX_TRY(run_reorder(x, st, a->node));
+    args[n++] = (dnnl_exec_arg_t){x->arg, x->inner ? x->inner : x->user};
+  }
+  CX_DNNL(dnnl_primitive_execute(e->prim, st, n, args), a->node);
+  for (int k = 0; k < e->n; k++)
+    if (e->a[k].inner && e->a[k].output) CX_TRY(run_reorder(&e->a[k], st, a->node));
   CX_DNNL(dnnl_stream_wait(st), a->node);
   return CX_OK;
 }
 
 /* ---- descriptors ------------------------------------------------------------------------------- */
 
+/* The program's plain layouts (u_*) and what the primitive is asked for: the same, or `any`. */
 typedef struct conv_mds {
-  dnnl_memory_desc_t src, wei, bias, dst;
+  dnnl_memory_desc_t src, wei, dst, u_src, u_wei, u_dst, bias;
   dnnl_dims_t strides, dilates, pad_l, pad_r;
 } conv_mds;
 
+/* Blocked layouts win where im2col + GEMM is poor: 3x3 and larger kernels, and 1x1 kernels on few
+ * channels. Wide 1x1 convolutions are GEMMs already, and the reorders would only add traffic. */
+static bool use_blocked(const cx_conv_geom *g) {
+  const char *force = getenv("CX_CONV_LAYOUT");
+  if (force && strcmp(force, "plain") == 0) return false;
+  if (force && strcmp(force, "blocked") == 0) return true;
+  return g->kh * g->kw > 1 || g->c_in / g->group < 64 || g->c_out / g->group < 64;
+}
+
+static cx_status md_init(dnnl_memory_desc_t *user, dnnl_memory_desc_t *prim, const cx_node *node,
+                         int nd, const dnnl_dims_t dims, dnnl_format_tag_t tag, bool blocked) {
+  CX_DNNL(dnnl_memory_desc_init_by_tag(user, nd, dims, dnnl_f32, tag), node);
+  CX_DNNL(dnnl_memory_desc_init_by_tag(prim, nd, dims, dnnl_f32, blocked ? dnnl_format_tag_any : tag),
+          node);
+  return CX_OK;
+}
+
 static cx_status mds_init(conv_mds *m, const cx_node *node, const cx_conv_geom *g) {
-  const dnnl_data_type_t f = dnnl_f32;
-  CX_DNNL(dnnl_memory_desc_init_by_tag(&m->src, 4, (dnnl_dims_t){g->n, g->c_in, g->h, g->w}, f,
-                                       dnnl_nchw), node);
-  CX_DNNL(dnnl_memory_desc_init_by_tag(&m->dst, 4, (dnnl_dims_t){g->n, g->c_out, g->oh, g->ow}, f,
-                                       dnnl_nchw), node);
-  CX_DNNL(dnnl_memory_desc_init_by_tag(&m->bias, 1, (dnnl_dims_t){g->c_out}, f, dnnl_x), node);
+  bool b = use_blocked(g);
   int64_t gr = g->group;
+  CX_TRY(md_init(&m->u_src, &m->src, node, 4, (dnnl_dims_t){g->n, g->c_in, g->h, g->w}, dnnl_nchw, b));
+  CX_TRY(md_init(&m->u_dst, &m->dst, node, 4, (dnnl_dims_t){g->n, g->c_out, g->oh, g->ow}, dnnl_nchw,
+                 b));
   if (gr == 1)
-    CX_DNNL(dnnl_memory_desc_init_by_tag(&m->wei, 4, (dnnl_dims_t){g->c_out, g->c_in, g->kh, g->kw},
-                                         f, dnnl_oihw), node);
+    CX_TRY(md_init(&m->u_wei, &m->wei, node, 4, (dnnl_dims_t){g->c_out, g->c_in, g->kh, g->kw},
+                   dnnl_oihw, b));
   else
-    CX_DNNL(dnnl_memory_desc_init_by_tag(
-                &m->wei, 5, (dnnl_dims_t){gr, g->c_out / gr, g->c_in / gr, g->kh, g->kw}, f,
-                dnnl_goihw), node);
+    CX_TRY(md_init(&m->u_wei, &m->wei, node, 5,
+                   (dnnl_dims_t){gr, g->c_out / gr, g->c_in / gr, g->kh, g->kw}, dnnl_goihw, b));
+  CX_DNNL(dnnl_memory_desc_init_by_tag(&m->bias, 1, (dnnl_dims_t){g->c_out}, dnnl_f32, dnnl_x), node);
   memcpy(m->strides, (dnnl_dims_t){g->sh, g->sw}, sizeof(dnnl_dims_t));
   memcpy(m->dilates, (dnnl_dims_t){g->dh - 1, g->dw - 1}, sizeof(dnnl_dims_t));
   memcpy(m->pad_l, (dnnl_dims_t){g->pt, g->pl}, sizeof(dnnl_dims_t));
@@ -173,13 +247,14 @@ static cx_status conv_build_fwd(conv_state *s, const cx_kernel_args *a) {
   dnnl_convolution_desc_t cd;
   dnnl_primitive_desc_t pd;
   bool bias = has_bias(a);
+  conv_exec *e = &s->fwd;
   CX_TRY(mds_init(&m, a->node, &s->g));
   CX_TRY(fwd_desc(&cd, a->node, &m, a->training, bias));
-  CX_TRY(exec_create(&s->fwd, a->node, &cd, NULL, &pd));
-  cx_status st = exec_arg(&s->fwd, a->node, DNNL_ARG_SRC, &m.src, FROM_IN, 0);
-  if (st == CX_OK) st = exec_arg(&s->fwd, a->node, DNNL_ARG_WEIGHTS, &m.wei, FROM_IN, 1);
-  if (st == CX_OK && bias) st = exec_arg(&s->fwd, a->node, DNNL_ARG_BIAS, &m.bias, FROM_IN, 2);
-  if (st == CX_OK) st = exec_arg(&s->fwd, a->node, DNNL_ARG_DST, &m.dst, FROM_OUT, 0);
+  CX_TRY(exec_create(e, a->node, &cd, NULL, &pd));
+  cx_status st = exec_arg(e, a->node, pd, DNNL_ARG_SRC, &m.u_src, false, 0);
+  if (st == CX_OK) st = exec_arg(e, a->node, pd, DNNL_ARG_WEIGHTS, &m.u_wei, false, 1);
+  if (st == CX_OK && bias) st = exec_arg(e, a->node, pd, DNNL_ARG_BIAS, &m.bias, false, 2);
+  if (st == CX_OK) st = exec_arg(e, a->node, pd, DNNL_ARG_DST, &m.u_dst, true, 0);
   dnnl_primitive_desc_destroy(pd);
   return st;
 }
@@ -213,14 +288,15 @@ static cx_status grad_build_data(conv_state *s, const cx_kernel_args *a, const c
                                  const_dnnl_primitive_desc_t hint) {
   dnnl_convolution_desc_t cd;
   dnnl_primitive_desc_t pd;
+  conv_exec *e = &s->bwd_data;
   CX_DNNL(dnnl_dilated_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &m->src,
                                                            &m->wei, &m->dst, m->strides,
                                                            m->dilates, m->pad_l, m->pad_r),
           a->node);
-  CX_TRY(exec_create(&s->bwd_data, a->node, &cd, hint, &pd));
-  cx_status st = exec_arg(&s->bwd_data, a->node, DNNL_ARG_DIFF_DST, &m->dst, FROM_IN, 0);
-  if (st == CX_OK) st = exec_arg(&s->bwd_data, a->node, DNNL_ARG_WEIGHTS, &m->wei, FROM_IN, 2);
-  if (st == CX_OK) st = exec_arg(&s->bwd_data, a->node, DNNL_ARG_DIFF_SRC, &m->src, FROM_OUT, 0);
+  CX_TRY(exec_create(e, a->node, &cd, hint, &pd));
+  cx_status st = exec_arg(e, a->node, pd, DNNL_ARG_DIFF_DST, &m->u_dst, false, 0);
+  if (st == CX_OK) st = exec_arg(e, a->node, pd, DNNL_ARG_WEIGHTS, &m->u_wei, false, 2);
+  if (st == CX_OK) st = exec_arg(e, a->node, pd, DNNL_ARG_DIFF_SRC, &m->u_src, true, 0);
   dnnl_primitive_desc_destroy(pd);
   return st;
 }
@@ -230,16 +306,16 @@ static cx_status grad_build_weights(conv_state *s, const cx_kernel_args *a, cons
   dnnl_convolution_desc_t cd;
   dnnl_primitive_desc_t pd;
   bool db = s->want[2];
+  conv_exec *e = &s->bwd_weights;
   CX_DNNL(dnnl_dilated_convolution_backward_weights_desc_init(
               &cd, dnnl_convolution_direct, &m->src, &m->wei, db ? &m->bias : NULL, &m->dst,
               m->strides, m->dilates, m->pad_l, m->pad_r),
           a->node);
-  CX_TRY(exec_create(&s->bwd_weights, a->node, &cd, hint, &pd));
-  conv_exec *e = &s->bwd_weights;
-  cx_status st = exec_arg(e, a->node, DNNL_ARG_SRC, &m->src, FROM_IN, 1);
-  if (st == CX_OK) st = exec_arg(e, a->node, DNNL_ARG_DIFF_DST, &m->dst, FROM_IN, 0);
-  if (st == CX_OK) st = exec_arg(e, a->node, DNNL_ARG_DIFF_WEIGHTS, &m->wei, FROM_OUT, 1);
-  if (st == CX_OK && db) st = exec_arg(e, a->node, DNNL_ARG_DIFF_BIAS, &m->bias, FROM_OUT, 2);
+  CX_TRY(exec_create(e, a->node, &cd, hint, &pd));
+  cx_status st = exec_arg(e, a->node, pd, DNNL_ARG_SRC, &m->u_src, false, 1);
+  if (st == CX_OK) st = exec_arg(e, a->node, pd, DNNL_ARG_DIFF_DST, &m->u_dst, false, 0);
+  if (st == CX_OK) st = exec_arg(e, a->node, pd, DNNL_ARG_DIFF_WEIGHTS, &m->u_wei, true, 1);
+  if (st == CX_OK && db) st = exec_arg(e, a->node, pd, DNNL_ARG_DIFF_BIAS, &m->bias, true, 2);
   dnnl_primitive_desc_destroy(pd);
   return st;
 }

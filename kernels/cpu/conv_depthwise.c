@@ -86,22 +86,55 @@ static inline __mmask16 lane_mask(int64_t j0, int64_t len) {
   return (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
 }
 
-/* Columns j0, j0+1, ... of row (zero outside [0, len)); masked lanes are never touched, so the
- * address may lie outside the row. */
-AVX512 static inline __m512 load_cols(const float *row, int64_t j0, int64_t len) {
-  return _mm512_maskz_loadu_ps(lane_mask(j0, len), row + j0);
+/* Where each kernel column kx reads for one block of columns: the first column and the masks of
+ * the 16-lane loads at it and 16 further (zero outside the row). Computed once per block and
+ * reused for every row, so the row loops are loads and FMAs only. Masked lanes are never touched,
+ * so the addresses may lie outside the row. */
+typedef struct col_block {
+  int64_t off[3];
+  __mmask16 lo[3], hi[3];
+} col_block;
+
+static col_block col_block_make(int64_t off0, int64_t off1, int64_t off2, int64_t len) {
+  col_block cb = {.off = {off0, off1, off2}};
+  for (int k = 0; k < 3; k++) {
+    cb.lo[k] = lane_mask(cb.off[k], len);
+    cb.hi[k] = lane_mask(cb.off[k] + 16, len);
+  }
+  return cb;
 }
 
-/* Columns j0, j0+2, ..., j0+30 of row (zero outside [0, len)). */
-AVX512 static inline __m512 load_cols2(const float *row, int64_t j0, int64_t len) {
+/* columns off[kx] .. off[kx]+15 */
+AVX512 static inline __m512 load1(const float *row, const col_block *cb, int kx) {
+  return _mm512_maskz_loadu_ps(cb->lo[kx], row + cb->off[kx]);
+}
+
+/* columns off[kx], off[kx]+2, ..., off[kx]+30 */
+AVX512 static inline __m512 load2(const float *row, const col_block *cb, int kx) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  return _mm512_permutex2var_ps(load_cols(row, j0, len), even, load_cols(row, j0 + 16, len));
+  return _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(cb->lo[kx], row + cb->off[kx]), even,
+                                _mm512_maskz_loadu_ps(cb->hi[kx], row + cb->off[kx] + 16));
 }
 
-/* 16 input columns seen by output columns ox0.. through kernel column kx */
-AVX512 static inline __m512 load_x(const cx_conv_geom *g, const float *row, int64_t ox0, int kx) {
-  int64_t j0 = ox0 * g->sw - g->pl + kx;
-  return g->sw == 1 ? load_cols(row, j0, g->w) : load_cols2(row, j0, g->w);
+/* Input columns under 16 output columns from ox0, for each kx. */
+static col_block x_cols(const cx_conv_geom *g, int64_t ox0) {
+  int64_t j = ox0 * g->sw - g->pl;
+  return col_block_make(j, j + 1, j + 2, g->w);
+}
+
+/* One row of 16 outputs; one accumulator per kernel row keeps the FMA chains short. */
+AVX512 static inline __m512 fwd_row(const cx_conv_geom *g, const float *x, const __m512 *wv,
+                                    const col_block *cb, int64_t oy, float b) {
+  __m512 acc[3] = {_mm512_set1_ps(b), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int ky = 0; ky < 3; ky++) {
+    int64_t iy = in_row(g, oy, ky);
+    if (iy < 0 || iy >= g->h) continue;
+    const float *row = x + iy * g->w;
+    for (int kx = 0; kx < 3; kx++)
+      acc[ky] = _mm512_fmadd_ps(wv[ky * 3 + kx], g->sw == 1 ? load1(row, cb, kx) : load2(row, cb, kx),
+                                acc[ky]);
+  }
+  return _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), acc[2]);
 }
 
 AVX512 static void fwd_plane_avx512(const cx_conv_geom *g, const float *x, const float *w, float b,
@@ -109,66 +142,58 @@ AVX512 static void fwd_plane_avx512(const cx_conv_geom *g, const float *x, const
   __m512 wv[9];
   for (int k = 0; k < 9; k++) wv[k] = _mm512_set1_ps(w[k]);
   for (int64_t ox0 = 0; ox0 < g->ow; ox0 += 16) {
+    col_block cb = x_cols(g, ox0);
     __mmask16 store = lane_mask(ox0, g->ow);
-    for (int64_t oy = 0; oy < g->oh; oy++) {
-      __m512 acc = _mm512_set1_ps(b);
-      for (int ky = 0; ky < 3; ky++) {
-        int64_t iy = in_row(g, oy, ky);
-        if (iy < 0 || iy >= g->h) continue;
-        const float *row = x + iy * g->w;
-        for (int kx = 0; kx < 3; kx++)
-          acc = _mm512_fmadd_ps(wv[ky * 3 + kx], load_x(g, row, ox0, kx), acc);
-      }
-      _mm512_mask_storeu_ps(y + oy * g->ow + ox0, store, acc);
-    }
+    for (int64_t oy = 0; oy < g->oh; oy++)
+      _mm512_mask_storeu_ps(y + oy * g->ow + ox0, store, fwd_row(g, x, wv, &cb, oy, b));
   }
 }
 
-/* dx row iy, columns ix0..ix0+15, stride 1: dx[ix] = sum_kx w[kx] * dy[ix + pl - kx] */
-AVX512 static inline __m512 bwd_cols_s1(const cx_conv_geom *g, const __m512 *wk, const float *dyrow,
-                                        int64_t ix0, __m512 acc) {
-  for (int kx = 0; kx < 3; kx++)
-    acc = _mm512_fmadd_ps(wk[kx], load_cols(dyrow, ix0 + g->pl - kx, g->ow), acc);
-  return acc;
-}
-
-/* Stride 2: dx column 2m+p takes dy column m + (p+pl-kx)/2 from each kx with p+pl-kx even. The even
- * and odd columns of 32 dx columns from ix0 = 2*m0 are gathered separately. */
-AVX512 static inline void bwd_cols_s2(const cx_conv_geom *g, const __m512 *wk, const float *dyrow,
-                                      int64_t m0, __m512 acc[2]) {
-  for (int p = 0; p < 2; p++)
-    for (int kx = 0; kx < 3; kx++) {
-      int64_t t = p + g->pl - kx;
-      if (t & 1) continue;
-      acc[p] = _mm512_fmadd_ps(wk[kx], load_cols(dyrow, m0 + t / 2, g->ow), acc[p]);
-    }
-}
-
-AVX512 static void bwd_data_row_s1(const cx_conv_geom *g, const float *dy, const __m512 *wv,
-                                   int64_t iy, float *dxrow) {
-  for (int64_t ix0 = 0; ix0 < g->w; ix0 += 16) {
-    __m512 acc = _mm512_setzero_ps();
+/* Stride 1: dx[ix] = sum over kx of w[kx] * dy[ix + pl - kx], 16 columns from ix0. */
+AVX512 static void bwd_data_s1(const cx_conv_geom *g, const float *dy, const __m512 *wv,
+                               int64_t ix0, float *dx) {
+  col_block cb = col_block_make(ix0 + g->pl, ix0 + g->pl - 1, ix0 + g->pl - 2, g->ow);
+  __mmask16 store = lane_mask(ix0, g->w);
+  for (int64_t iy = 0; iy < g->h; iy++) {
+    __m512 acc[3] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int ky = 0; ky < 3; ky++) {
       int64_t oy = out_row(g, iy, ky);
-      if (oy >= 0) acc = bwd_cols_s1(g, wv + ky * 3, dy + oy * g->ow, ix0, acc);
+      if (oy < 0) continue;
+      for (int kx = 0; kx < 3; kx++)
+        acc[ky] = _mm512_fmadd_ps(wv[ky * 3 + kx], load1(dy + oy * g->ow, &cb, kx), acc[ky]);
     }
-    _mm512_mask_storeu_ps(dxrow + ix0, lane_mask(ix0, g->w), acc);
+    _mm512_mask_storeu_ps(dx + iy * g->w + ix0, store,
+                          _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), acc[2]));
   }
 }
 
-AVX512 static void bwd_data_row_s2(const cx_conv_geom *g, const float *dy, const __m512 *wv,
-                                   int64_t iy, float *dxrow) {
+/* Stride 2: dx column ix takes dy column (ix + pl - kx) / 2 from each kx where that is whole, so
+ * kernel column kx feeds only dx columns of parity (kx + pl) & 1. The even and odd columns of 32
+ * dx columns from ix0 are summed apart and interleaved on the way out. */
+AVX512 static void bwd_data_s2(const cx_conv_geom *g, const float *dy, const __m512 *wv,
+                               int64_t ix0, float *dx) {
   const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-  for (int64_t ix0 = 0; ix0 < g->w; ix0 += 32) {
+  int par[3], m0 = (int)(ix0 / 2);
+  int64_t off[3];
+  for (int kx = 0; kx < 3; kx++) {
+    par[kx] = (int)((kx + g->pl) & 1);
+    off[kx] = m0 + (par[kx] + g->pl - kx) / 2;
+  }
+  col_block cb = col_block_make(off[0], off[1], off[2], g->ow);
+  __mmask16 st_lo = lane_mask(ix0, g->w), st_hi = lane_mask(ix0 + 16, g->w);
+  for (int64_t iy = 0; iy < g->h; iy++) {
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int ky = 0; ky < 3; ky++) {
       int64_t oy = out_row(g, iy, ky);
-      if (oy >= 0) bwd_cols_s2(g, wv + ky * 3, dy + oy * g->ow, ix0 / 2, acc);
+      if (oy < 0) continue;
+      for (int kx = 0; kx < 3; kx++)
+        acc[par[kx]] =
+            _mm512_fmadd_ps(wv[ky * 3 + kx], load1(dy + oy * g->ow, &cb, kx), acc[par[kx]]);
     }
-    _mm512_mask_storeu_ps(dxrow + ix0, lane_mask(ix0, g->w), _mm512_permutex2var_ps(acc[0], lo, acc[1]));
-    _mm512_mask_storeu_ps(dxrow + ix0 + 16, lane_mask(ix0 + 16, g->w),
-                          _mm512_permutex2var_ps(acc[0], hi, acc[1]));
+    float *out = dx + iy * g->w + ix0;
+    _mm512_mask_storeu_ps(out, st_lo, _mm512_permutex2var_ps(acc[0], lo, acc[1]));
+    _mm512_mask_storeu_ps(out + 16, st_hi, _mm512_permutex2var_ps(acc[0], hi, acc[1]));
   }
 }
 
@@ -176,18 +201,19 @@ AVX512 static void bwd_data_plane_avx512(const cx_conv_geom *g, const float *dy,
                                          float *dx) {
   __m512 wv[9];
   for (int k = 0; k < 9; k++) wv[k] = _mm512_set1_ps(w[k]);
-  for (int64_t iy = 0; iy < g->h; iy++) {
+  for (int64_t ix0 = 0; ix0 < g->w; ix0 += g->sw == 1 ? 16 : 32) {
     if (g->sw == 1)
-      bwd_data_row_s1(g, dy, wv, iy, dx + iy * g->w);
+      bwd_data_s1(g, dy, wv, ix0, dx);
     else
-      bwd_data_row_s2(g, dy, wv, iy, dx + iy * g->w);
+      bwd_data_s2(g, dy, wv, ix0, dx);
   }
 }
 
-/* Adds one plane's products to the 9 weight accumulators and the bias accumulator. */
+/* Adds one plane's products to the 9 weight accumulators and the bias accumulator (acc[9]). */
 AVX512 static void bwd_weights_plane_avx512(const cx_conv_geom *g, const float *x, const float *dy,
                                             __m512 acc[10]) {
   for (int64_t ox0 = 0; ox0 < g->ow; ox0 += 16) {
+    col_block cb = x_cols(g, ox0);
     __mmask16 m = lane_mask(ox0, g->ow);
     for (int64_t oy = 0; oy < g->oh; oy++) {
       __m512 d = _mm512_maskz_loadu_ps(m, dy + oy * g->ow + ox0);
@@ -197,7 +223,8 @@ AVX512 static void bwd_weights_plane_avx512(const cx_conv_geom *g, const float *
         if (iy < 0 || iy >= g->h) continue;
         const float *row = x + iy * g->w;
         for (int kx = 0; kx < 3; kx++)
-          acc[ky * 3 + kx] = _mm512_fmadd_ps(d, load_x(g, row, ox0, kx), acc[ky * 3 + kx]);
+          acc[ky * 3 + kx] = _mm512_fmadd_ps(
+              d, g->sw == 1 ? load1(row, &cb, kx) : load2(row, &cb, kx), acc[ky * 3 + kx]);
       }
     }
   }
@@ -227,6 +254,10 @@ bool cx_conv_dw_have_avx512(void) { return false; }
 
 void cx_conv_dw3x3_forward(const cx_conv_geom *g, const float *x, const float *w, const float *b,
                            float *y, bool avx512) {
+  if (avx512 && cx_conv_dw3x3_small_fits(g)) {
+    cx_conv_dw3x3_small_forward(g, x, w, b, y);
+    return;
+  }
   int64_t planes = g->n * g->c_in, xs = g->h * g->w, ys = g->oh * g->ow;
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < planes; p++) {
@@ -245,6 +276,10 @@ void cx_conv_dw3x3_forward(const cx_conv_geom *g, const float *x, const float *w
 
 void cx_conv_dw3x3_backward_data(const cx_conv_geom *g, const float *dy, const float *w, float *dx,
                                  bool avx512) {
+  if (avx512 && cx_conv_dw3x3_small_fits(g)) {
+    cx_conv_dw3x3_small_backward_data(g, dy, w, dx);
+    return;
+  }
   int64_t planes = g->n * g->c_in, xs = g->h * g->w, ys = g->oh * g->ow;
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < planes; p++) {
@@ -273,6 +308,10 @@ static void bwd_weights_channel_c(const cx_conv_geom *g, int64_t c, const float 
 
 void cx_conv_dw3x3_backward_weights(const cx_conv_geom *g, const float *x, const float *dy,
                                     float *dw, float *db, bool avx512) {
+  if (avx512 && cx_conv_dw3x3_small_fits(g)) {
+    cx_conv_dw3x3_small_backward_weights(g, x, dy, dw, db);
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < g->c_in; c++) {
 #ifdef CX_DW_X86

@@ -22,4 +22,15 @@ void cx_conv_dw3x3_backward_data(const cx_conv_geom *g, const float *dy, const f
 void cx_conv_dw3x3_backward_weights(const cx_conv_geom *g, const float *x, const float *dy,
                                     float *dw, float *db, bool avx512);
 
+/* Small planes (fewer than 16 output columns, at most 256 pixels, 16 channels or more): 16 channels
+ * per vector instead of 16 columns (conv_depthwise_small.c, AVX-512 only). The entry points above
+ * call these themselves when the shape fits. */
+bool cx_conv_dw3x3_small_fits(const cx_conv_geom *g);
+void cx_conv_dw3x3_small_forward(const cx_conv_geom *g, const float *x, const float *w,
+                                 const float *b, float *y);
+void cx_conv_dw3x3_small_backward_data(const cx_conv_geom *g, const float *dy, const float *w,
+                                       float *dx);
+void cx_conv_dw3x3_small_backward_weights(const cx_conv_geom *g, const float *x, const float *dy,
+                                          float *dw, float *db);
+
 #endif

@@ -15,14 +15,18 @@
 
 enum { PAR_MIN = 1 << 15 }; /* below this many elements a thread team costs more than it saves */
 
+static bool portable_only;
+
 bool cx_cpu_avx512(void) {
   static int cached = -1; /* a benign race: every thread computes the same answer */
   if (cached < 0) {
     const char *off = getenv("CX_CPU_NO_AVX512");
     cached = __builtin_cpu_supports("avx512f") && !(off && *off && strcmp(off, "0") != 0);
   }
-  return cached == 1;
+  return cached == 1 && !portable_only;
 }
+
+void cx_cpu_force_portable(bool on) { portable_only = on; }
 
 void cx_cpu_thread_range(int64_t n, int64_t *i0, int64_t *i1) {
   int t = omp_get_thread_num(), nt = omp_get_num_threads();

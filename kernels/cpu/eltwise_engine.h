@@ -13,6 +13,8 @@
 
 /* AVX-512F present and not disabled with CX_CPU_NO_AVX512=1 (to test the portable path). */
 bool cx_cpu_avx512(void);
+/* Tests: run the portable paths even where AVX-512 is present (call between runs). */
+void cx_cpu_force_portable(bool on);
 
 /* This thread's share [i0, i1) of n elements inside a parallel region, on 16-element boundaries so
  * that every thread's stores are whole vectors. */
@@ -40,11 +42,17 @@ void cx_cpu_axis_split(const cx_shape *s, int axis, int64_t *outer, int64_t *n, 
 float cx_cpu_row_max(const float *x, int64_t n);
 /* y = exp(x - m); returns the sum of y (y may alias x) */
 float cx_cpu_row_exp_sum(float *y, const float *x, float m, int64_t n);
+/* y = a * x + b */
+void cx_cpu_row_axpb(float *y, const float *x, float a, float b, int64_t n);
 void cx_cpu_row_scale(float *y, const float *x, float s, int64_t n);
 /* y = x - c */
 void cx_cpu_row_sub(float *y, const float *x, float c, int64_t n);
 float cx_cpu_row_dot(const float *a, const float *b, int64_t n);
 float cx_cpu_row_sum(const float *x, int64_t n);
+/* log sum exp(scale * x) for scale > 0, summed in float and finished in double */
+double cx_cpu_row_lse(const float *x, float scale, int64_t n);
+/* y = exp(a * x - b) */
+void cx_cpu_row_exp_axmb(float *y, const float *x, float a, float b, int64_t n);
 
 /* Element-wise maps over n contiguous floats (x may alias y). */
 void cx_cpu_map_exp(float *y, const float *x, int64_t n);

@@ -108,7 +108,7 @@ static void sm_block(sm_kind k, float *out, const float *x, const float *dy, int
 static cx_status run_softmax_like(const cx_kernel_args *a, sm_kind k) {
   bool grad = k == SM_SOFTMAX_GRAD || k == SM_LOG_SOFTMAX_GRAD;
   const cx_tensor *xt = &a->in[grad ? 1 : 0];
-  int axis;
+  int axis = 0;
   CX_TRY(cx_axis_normalize(a->node, cx_node_int(a->node, "axis", -1), xt->shape.ndim, &axis));
   int64_t outer, n, inner;
   cx_cpu_axis_split(&xt->shape, axis, &outer, &n, &inner);

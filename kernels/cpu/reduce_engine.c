@@ -40,7 +40,8 @@ __attribute__((target("avx512f"))) static float row_max_avx512(const float *x, i
   __m512 m = _mm512_set1_ps(-INFINITY);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(x + i));
-  if (i < n) m = _mm512_mask_max_ps(m, tail_mask(n - i), m, _mm512_maskz_loadu_ps(tail_mask(n - i), x + i));
+  if (i < n)
+    m = _mm512_mask_max_ps(m, tail_mask(n - i), m, _mm512_maskz_loadu_ps(tail_mask(n - i), x + i));
   return _mm512_reduce_max_ps(m);
 }
 
@@ -80,27 +81,67 @@ __attribute__((target("avx512f"))) static void row_axpb_avx512(float *y, const f
                                                                float b, int64_t n) {
   __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(_mm512_loadu_ps(x + i), va, vb));
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(_mm512_loadu_ps(x + i), va, vb));
   if (i < n) {
     __mmask16 k = tail_mask(n - i);
     _mm512_mask_storeu_ps(y + i, k, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, x + i), va, vb));
   }
 }
 
-void cx_cpu_row_scale(float *y, const float *x, float s, int64_t n) {
+void cx_cpu_row_axpb(float *y, const float *x, float a, float b, int64_t n) {
   if (cx_cpu_avx512()) {
-    row_axpb_avx512(y, x, s, 0.0f, n);
+    row_axpb_avx512(y, x, a, b, n);
     return;
   }
-  for (int64_t i = 0; i < n; i++) y[i] = x[i] * s;
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] * a + b;
 }
 
+void cx_cpu_row_scale(float *y, const float *x, float s, int64_t n) {
+  cx_cpu_row_axpb(y, x, s, 0, n);
+}
 void cx_cpu_row_sub(float *y, const float *x, float c, int64_t n) {
-  if (cx_cpu_avx512()) {
-    row_axpb_avx512(y, x, 1.0f, -c, n);
-    return;
+  cx_cpu_row_axpb(y, x, 1, -c, n);
+}
+
+/* y = exp(a * x - b), or only its sum when y is NULL */
+__attribute__((target("avx512f"))) static float row_exp_axmb_avx512(float *y, const float *x,
+                                                                    float a, float b, int64_t n) {
+  __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b), acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 e = cx_exp16(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), va, vb));
+    if (y) _mm512_storeu_ps(y + i, e);
+    acc = _mm512_add_ps(acc, e);
   }
-  for (int64_t i = 0; i < n; i++) y[i] = x[i] - c;
+  if (i < n) {
+    __mmask16 k = tail_mask(n - i);
+    __m512 e =
+        _mm512_maskz_mov_ps(k, cx_exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, x + i), va, vb)));
+    if (y) _mm512_mask_storeu_ps(y + i, k, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+static float row_exp_axmb(float *y, const float *x, float a, float b, int64_t n) {
+  if (cx_cpu_avx512()) return row_exp_axmb_avx512(y, x, a, b, n);
+  float s = 0;
+  for (int64_t i = 0; i < n; i++) {
+    float e = expf(a * x[i] - b);
+    if (y) y[i] = e;
+    s += e;
+  }
+  return s;
+}
+
+double cx_cpu_row_lse(const float *x, float scale, int64_t n) {
+  float m = scale * cx_cpu_row_max(x, n); /* scale > 0 */
+  return (double)m + log((double)row_exp_axmb(NULL, x, scale, m, n));
+}
+
+void cx_cpu_row_exp_axmb(float *y, const float *x, float a, float b, int64_t n) {
+  row_exp_axmb(y, x, a, b, n);
 }
 
 __attribute__((target("avx512f"))) static float row_dot_avx512(const float *a, const float *b,
@@ -156,8 +197,8 @@ __attribute__((target("avx512f"))) static void row_acc_avx512(float *y, const fl
     _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_loadu_ps(x + i)));
   if (i < n) {
     __mmask16 k = tail_mask(n - i);
-    _mm512_mask_storeu_ps(y + i, k,
-                          _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + i), _mm512_maskz_loadu_ps(k, x + i)));
+    _mm512_mask_storeu_ps(
+        y + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + i), _mm512_maskz_loadu_ps(k, x + i)));
   }
 }
 

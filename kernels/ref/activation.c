@@ -69,7 +69,8 @@ static cx_status ref_act(const cx_ref_args *a) {
   return CX_OK;
 }
 
-/* ActivationGrad(dY, X, Y[, min, max]); X or Y may be omitted when the derivative does not read it */
+/* ActivationGrad(dY, X, Y[, min, max]); X or Y may be omitted when the derivative does not read it
+ */
 static cx_status ref_act_grad(const cx_ref_args *a) {
   act_par p = params(a, 3);
   if ((int)p.op < 0)

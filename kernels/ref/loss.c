@@ -46,12 +46,12 @@ static double score(const sce *s, int64_t n, int64_t c, int64_t j) {
   return s->x[(n * s->C + c) * s->inner + j];
 }
 
-/* log p[c] at position (n, j) */
-static double log_prob(const sce *s, int64_t n, int64_t c, int64_t j) {
+/* log sum_c exp(x[c]) at position (n, j): log p[c] = x[c] - lse */
+static double lse(const sce *s, int64_t n, int64_t j) {
   double m = -INFINITY, z = 0;
   for (int64_t k = 0; k < s->C; k++) m = fmax(m, score(s, n, k, j));
   for (int64_t k = 0; k < s->C; k++) z += exp(score(s, n, k, j) - m);
-  return score(s, n, c, j) - m - log(z);
+  return m + log(z);
 }
 
 /* the loss's divisor: 1 for sum and none, the summed label weights for mean */
@@ -72,16 +72,16 @@ static cx_status ref_sce(const cx_ref_args *a) {
   for (int64_t n = 0; n < s.N; n++)
     for (int64_t j = 0; j < s.inner; j++) {
       int64_t l = (int64_t)s.labels[n * s.inner + j];
-      double loss = 0;
+      double z = lse(&s, n, j), loss = 0;
       if (!(s.has_ignore && l == s.ignore)) {
-        loss = -(1 - s.eps) * weight(&s, l) * log_prob(&s, n, l, j);
+        loss = -(1 - s.eps) * weight(&s, l) * (score(&s, n, l, j) - z);
         for (int64_t c = 0; c < s.C; c++)
-          loss -= s.eps / (double)s.C * weight(&s, c) * log_prob(&s, n, c, j);
+          loss -= s.eps / (double)s.C * weight(&s, c) * (score(&s, n, c, j) - z);
       }
       if (s.mode == 0) a->out[0].data[n * s.inner + j] = loss;
       total += loss;
       for (int64_t c = 0; a->n_out > 1 && c < s.C; c++)
-        a->out[1].data[(n * s.C + c) * s.inner + j] = log_prob(&s, n, c, j);
+        a->out[1].data[(n * s.C + c) * s.inner + j] = score(&s, n, c, j) - z;
     }
   double d = divisor(&s);
   if (s.mode != 0) a->out[0].data[0] = d != 0 ? total / d : 0;
@@ -92,29 +92,31 @@ static cx_status ref_sce(const cx_ref_args *a) {
 static cx_status ref_sce_grad(const cx_ref_args *a) {
   sce s;
   CX_TRY(sce_init(&s, a, 1));
-  double d = divisor(&s);
+  double d = divisor(&s), wsum = 0;
+  for (int64_t k = 0; k < s.C; k++) wsum += weight(&s, k);
   for (int64_t n = 0; n < s.N; n++)
     for (int64_t j = 0; j < s.inner; j++) {
       int64_t l = (int64_t)s.labels[n * s.inner + j];
       if (s.has_ignore && l == s.ignore) continue; /* output already zero */
       double g = (s.mode == 0 ? a->in[0].data[n * s.inner + j] : a->in[0].data[0]);
       g = d != 0 ? g / d : 0;
+      double z = lse(&s, n, j);
       for (int64_t c = 0; c < s.C; c++) {
-        double p = exp(log_prob(&s, n, c, j)), v = (1 - s.eps) * weight(&s, l) * (p - (c == l));
-        for (int64_t k = 0; k < s.C; k++) v += s.eps / (double)s.C * weight(&s, k) * (p - (c == k));
+        double p = exp(score(&s, n, c, j) - z);
+        double v = (1 - s.eps) * weight(&s, l) * (p - (c == l));
+        v += s.eps / (double)s.C * (wsum * p - weight(&s, c)); /* the sum over k, expanded */
         a->out[0].data[(n * s.C + c) * s.inner + j] = g * v;
       }
     }
   return CX_OK;
 }
 
-/* softmax(x / T)[c] at position (n, j) of an [N, C, inner] tensor, as a log */
-static double log_softmax_t(const double *x, int64_t C, int64_t inner, int64_t n, int64_t j,
-                            int64_t c, double T) {
+/* log sum_c exp(x[c] / T) at position (n, j) of an [N, C, inner] tensor */
+static double lse_t(const double *x, int64_t C, int64_t inner, int64_t n, int64_t j, double T) {
   double m = -INFINITY, z = 0;
   for (int64_t k = 0; k < C; k++) m = fmax(m, x[(n * C + k) * inner + j] / T);
   for (int64_t k = 0; k < C; k++) z += exp(x[(n * C + k) * inner + j] / T - m);
-  return x[(n * C + c) * inner + j] / T - m - log(z);
+  return m + log(z);
 }
 
 static cx_status ref_kd_common(const cx_ref_args *a, int first, bool grad) {
@@ -124,14 +126,17 @@ static cx_status ref_kd_common(const cx_ref_args *a, int first, bool grad) {
   int64_t N = xs->d[0], C = xs->d[1], inner = 1;
   for (int i = 2; i < xs->ndim; i++) inner *= xs->d[i];
   for (int64_t n = 0; n < N; n++)
-    for (int64_t j = 0; j < inner; j++)
+    for (int64_t j = 0; j < inner; j++) {
+      double zs = lse_t(s, C, inner, n, j, T), zt = lse_t(t, C, inner, n, j, T);
       for (int64_t c = 0; c < C; c++) {
-        double lq = log_softmax_t(t, C, inner, n, j, c, T), lp = log_softmax_t(s, C, inner, n, j, c, T);
+        int64_t i = (n * C + c) * inner + j;
+        double lq = t[i] / T - zt, lp = s[i] / T - zs;
         if (grad) /* d/ds = T^2 / N * (p - q) / T */
-          a->out[0].data[(n * C + c) * inner + j] = a->in[0].data[0] * T / (double)N * (exp(lp) - exp(lq));
+          a->out[0].data[i] = a->in[0].data[0] * T / (double)N * (exp(lp) - exp(lq));
         else
           total += exp(lq) * (lq - lp);
       }
+    }
   if (!grad) a->out[0].data[0] = T * T * total / (double)N;
   return CX_OK;
 }

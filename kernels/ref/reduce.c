@@ -42,7 +42,7 @@ typedef enum kind { SOFTMAX, LOG_SOFTMAX, SOFTMAX_GRAD, LOG_SOFTMAX_GRAD } kind;
 static cx_status ref_softmax_like(const cx_ref_args *a, kind k) {
   bool grad = k == SOFTMAX_GRAD || k == LOG_SOFTMAX_GRAD;
   const cx_ref_tensor *xt = &a->in[grad ? 1 : 0];
-  int axis;
+  int axis = 0;
   CX_TRY(cx_axis_normalize(a->node, cx_node_int(a->node, "axis", -1), xt->shape.ndim, &axis));
   int64_t outer = 1, n = xt->shape.d[axis], inner = 1;
   for (int i = 0; i < axis; i++) outer *= xt->shape.d[i];
@@ -71,7 +71,9 @@ static cx_status ref_softmax_like(const cx_ref_args *a, kind k) {
 
 static cx_status ref_softmax(const cx_ref_args *a) { return ref_softmax_like(a, SOFTMAX); }
 static cx_status ref_log_softmax(const cx_ref_args *a) { return ref_softmax_like(a, LOG_SOFTMAX); }
-static cx_status ref_softmax_grad(const cx_ref_args *a) { return ref_softmax_like(a, SOFTMAX_GRAD); }
+static cx_status ref_softmax_grad(const cx_ref_args *a) {
+  return ref_softmax_like(a, SOFTMAX_GRAD);
+}
 static cx_status ref_log_softmax_grad(const cx_ref_args *a) {
   return ref_softmax_like(a, LOG_SOFTMAX_GRAD);
 }
