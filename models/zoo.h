@@ -45,6 +45,12 @@ cx_status cx_model_build_skeleton(const char *spec, cx_graph **out, cx_model_inf
 /* Fills info without keeping a graph (listings). */
 cx_status cx_model_describe(const char *spec, cx_model_info *info);
 
+/* Copies into every PARAM and STATE value of `model` the initializer of the same name and shape in
+ * `from` (a torchvision model imported from ONNX with BatchNormalization kept, or another build),
+ * whatever its kind there. Values of `from` that `model` lacks are ignored; a value of `model`
+ * missing from `from`, or of another shape or dtype, is an error naming it (and how many more). */
+cx_status cx_model_load(cx_graph *model, const cx_graph *from);
+
 typedef struct cx_model_arch {
   const char *name;
   const char *summary;

@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/npy.h"
 #include "../core/op.h"
 #include "../core/program.h"
 #include "../core/rng.h"
+#include "../import/onnx.h"
 #include "../kernels/cpu/cpu.h"
 #include "../models/zoo.h"
 #include "../train/sgd.h"
@@ -72,14 +74,19 @@ static void test_parity(void) {
   }
 }
 
+/* A file beside this source: tests/<rel>. */
+static const char *test_path(char *buf, size_t size, const char *rel) {
+  const char *slash = strrchr(__FILE__, '/');
+  snprintf(buf, size, "%.*s%s", slash ? (int)(slash - __FILE__ + 1) : 0, __FILE__, rel);
+  return buf;
+}
+
 /* tests/models/<arch>.txt: torchvision's state_dict, "key param|state dims..." per line (written by
  * tests/models/torchvision_keys.py). Our PARAM and STATE values must be the same, in order. */
 static void check_names(const char *arch) {
-  char path[1024];
-  const char *slash = strrchr(__FILE__, '/');
-  snprintf(path, sizeof path, "%.*smodels/%s.txt", slash ? (int)(slash - __FILE__ + 1) : 0,
-           __FILE__, arch);
-  FILE *f = fopen(path, "r");
+  char path[1024], rel[128];
+  snprintf(rel, sizeof rel, "models/%s.txt", arch);
+  FILE *f = fopen(test_path(path, sizeof path, rel), "r");
   CHECK(f, "cannot open %s", path);
   cx_graph *g = NULL;
   CHECK(cx_model_build_skeleton(arch, &g, NULL) == CX_OK, "%s: %s", arch, cx_last_error());
@@ -411,6 +418,65 @@ static void test_stochastic_depth(void) {
   cx_graph_free(plain);
 }
 
+/* Runs `g` (inference, batch 2) on the fixture's input; the largest |ours - torch| / max |torch|. */
+static double fixture_error(const cx_graph *g, const float *x, const float *want, int64_t n) {
+  cx_program *p = NULL;
+  cx_compile_opts o = {.batch = 2, .backend = cx_backend_cpu()};
+  double md = INFINITY, mr = 0;
+  CHECK(cx_program_compile(g, &o, &p) == CX_OK, "compile: %s", cx_last_error());
+  if (p) {
+    cx_tensor *in = cx_program_tensor(p, "input"), *out = cx_program_tensor(p, "logits");
+    memcpy(in->data, x, cx_tensor_nbytes(in));
+    CHECK(cx_program_forward(p) == CX_OK && cx_tensor_numel(out) == n, "forward: %s",
+          cx_last_error());
+    md = 0;
+    for (int64_t i = 0; i < n; i++) {
+      md = fmax(md, fabs(((float *)out->data)[i] - want[i]));
+      mr = fmax(mr, fabs(want[i]));
+    }
+  }
+  cx_program_free(p);
+  return md / mr;
+}
+
+/* Equivalence with a real torchvision export: mobilenet_v2 at width 0.25, 10 classes, 32 px, BN
+ * statistics randomised, exported by PyTorch with BN kept at opsets 11, 13 and 17
+ * (tests/fixtures/torch, made by tests/fixtures/make_torch_fixtures.py). Its weights load by name
+ * into the built-in graph of the same spec, which then gives PyTorch's logits within 1e-4. A
+ * BN-folded export does not load, and says why. */
+static void test_torchvision_onnx(void) {
+  const char *spec = "mobilenet_v2:width=0.25,classes=10,input=3x32x32,small_input=0";
+  char path[1024];
+  cx_dtype dt;
+  cx_shape xs, ys;
+  void *x = NULL, *y = NULL;
+  CHECK(cx_npy_read(test_path(path, sizeof path, "fixtures/torch/mobilenet_v2_input.npy"), &dt,
+                    &xs, &x) == CX_OK &&
+            cx_npy_read(test_path(path, sizeof path, "fixtures/torch/mobilenet_v2_output.npy"),
+                        &dt, &ys, &y) == CX_OK, "fixtures: %s", cx_last_error());
+  const char *files[] = {"op11_bnkept", "op13_bnkept", "op17_bnkept", "op13_bnfolded"};
+  for (int i = 0; x && y && i < 4; i++) {
+    char rel[128];
+    snprintf(rel, sizeof rel, "fixtures/torch/mobilenet_v2_%s.onnx", files[i]);
+    cx_graph *onnx = NULL, *ours = NULL;
+    CHECK(cx_onnx_import(test_path(path, sizeof path, rel), &onnx, NULL) == CX_OK &&
+              cx_model_build_skeleton(spec, &ours, NULL) == CX_OK, "%s: %s", rel, cx_last_error());
+    if (onnx && ours && i == 3) {
+      CHECK(cx_model_load(ours, onnx) == CX_ERR_ARG && strstr(cx_last_error(), "is not in the source") &&
+                strstr(cx_last_error(), "BN kept"), "folded export loaded: %s", cx_last_error());
+    } else if (onnx && ours) {
+      CHECK(cx_model_load(ours, onnx) == CX_OK, "%s: %s", rel, cx_last_error());
+      double err = fixture_error(ours, x, y, cx_shape_numel(&ys));
+      printf("%s into %s: relative error %.2e\n", rel, spec, err);
+      CHECK(err <= 1e-4, "%s: relative error %g", rel, err);
+    }
+    cx_graph_free(onnx);
+    cx_graph_free(ours);
+  }
+  free(x);
+  free(y);
+}
+
 /* Each bad spec fails with CX_ERR_ARG, returns no graph, and its message names what is valid. */
 static void test_bad_specs(void) {
   static const struct {
@@ -468,6 +534,7 @@ int main(void) {
   test_training();
   test_stochastic_depth();
   test_bad_specs();
+  test_torchvision_onnx();
   printf("%s: %d failure(s)\n", fails ? "FAIL" : "ok", fails);
   return fails != 0;
 }
