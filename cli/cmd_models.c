@@ -63,8 +63,8 @@ const cx_command cx_cmd_models = {
              "EfficientNet B0-B3 as torchvision builds them, and the CIFAR ResNets) with\n"
              "their default input, class count, trainable parameters and multiply-\n"
              "accumulates (conv and linear layers, one image), and the keys each takes.\n"
-             "A spec is name[:key=value,...], e.g. mobilenet_v2:width=0.5,classes=10,input=1x28x28;\n"
-             "see docs/models.md.\n\n"
+             "A spec is name[:key=value,...], e.g.\n"
+             "mobilenet_v2:width=0.5,classes=10,input=1x28x28; see docs/models.md.\n\n"
              "    --json    print a JSON array instead of a table\n",
     .run = run,
 };

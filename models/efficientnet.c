@@ -20,7 +20,9 @@ static const int stages[7][6] = {
 /* width, depth multipliers of b0..b3 (torchvision's efficientnet_bN) */
 static const double scaling[4][2] = {{1.0, 1.0}, {1.0, 1.1}, {1.1, 1.2}, {1.2, 1.4}};
 
-static int64_t adjust(double channels, double mult) { return cx_make_divisible(channels * mult, 8, 0); }
+static int64_t adjust(double channels, double mult) {
+  return cx_make_divisible(channels * mult, 8, 0);
+}
 static int repeats(int n, double depth) { return (int)ceil(n * depth); }
 
 typedef struct mbconv {

@@ -20,7 +20,8 @@ cx_name cx_namef(const char *fmt, ...) {
  * not depend on the order the layers were built in. */
 static uint64_t name_key(uint64_t seed, const char *name) {
   uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 1099511628211ull;
+  for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+    h = (h ^ *p) * 1099511628211ull;
   return cx_rng_key(seed, h, 0x6d6f64656cull);
 }
 

@@ -1,8 +1,8 @@
 /* MobileNetV3 small and large as torchvision builds them (Howard et al. 2019, tables 1 and 2):
  * a 3x3 hardswish stem, inverted residual blocks with optional squeeze-excitation (squeeze to
  * _make_divisible(expanded / 4), ReLU, hardsigmoid), a 1x1 conv to six times the last block's
- * channels, then linear - hardswish - dropout - linear. BatchNorm uses eps 1e-3 and PyTorch momentum
- * 0.01. Names: features.I.block.J..., classifier.{0,3}. */
+ * channels, then linear - hardswish - dropout - linear. BatchNorm uses eps 1e-3 and PyTorch
+ * momentum 0.01. Names: features.I.block.J..., classifier.{0,3}. */
 
 #include "layers.h"
 
@@ -32,7 +32,9 @@ static const bneck small[] = {
     {96, 5, 576, 96, true, true, 1},
 };
 
-static int64_t adjust(int channels, double width) { return cx_make_divisible(channels * width, 8, 0); }
+static int64_t adjust(int channels, double width) {
+  return cx_make_divisible(channels * width, 8, 0);
+}
 
 static cx_feat block(cx_net *n, int index, cx_feat x, const bneck *b, double width) {
   int64_t in = adjust(b->in, width), exp = adjust(b->expanded, width), out = adjust(b->out, width);
@@ -56,7 +58,8 @@ static cx_feat block(cx_net *n, int index, cx_feat x, const bneck *b, double wid
 /* variant: 0 small, 1 large */
 void cx_build_mobilenet_v3(cx_net *n, const cx_model_cfg *cfg, cx_feat x) {
   const bneck *set = cfg->variant ? large : small;
-  int count = cfg->variant ? (int)(sizeof large / sizeof *large) : (int)(sizeof small / sizeof *small);
+  int count = cfg->variant ? (int)(sizeof large / sizeof *large)
+                           : (int)(sizeof small / sizeof *small);
   int64_t last_channel = adjust(cfg->variant ? 1280 : 1024, cfg->width);
   n->bn_eps = 1e-3f;
   n->bn_momentum = 0.99f;

@@ -29,8 +29,8 @@ typedef struct arch {
   {{"resnet" #d, "ResNet-" #d " for 32 px inputs (He et al. 2016), projection shortcuts",        \
     CIFAR_KEYS}, cx_build_resnet, d, 32, 10, 0, 4}
 #define RESNET(d, what)                                                                            \
-  {{"resnet" #d, "torchvision resnet" #d ", " what, RESNET_KEYS}, cx_build_resnet, d, 224, 1000, 0, \
-   32}
+  {{"resnet" #d, "torchvision resnet" #d ", " what, RESNET_KEYS},                                \
+   cx_build_resnet, d, 224, 1000, 0, 32}
 #define EFFNET(b, size, drop)                                                                      \
   {{"efficientnet_b" #b, "torchvision efficientnet_b" #b ", MBConv + SE, SiLU, stochastic depth", \
     EFFNET_KEYS}, cx_build_efficientnet, b, size, 1000, drop, 32}
@@ -61,8 +61,12 @@ static const arch *arch_find(const char *name) {
   return NULL;
 }
 
-static const char *const all_keys[] = {"classes", "input", "width", "depth", "small_input",
-                                       "dropout", "stochastic_depth", "seed", NULL};
+enum key {
+  KEY_CLASSES, KEY_INPUT, KEY_WIDTH, KEY_DEPTH, KEY_SMALL_INPUT, KEY_DROPOUT, KEY_STOCHASTIC_DEPTH,
+  KEY_SEED, N_KEYS
+};
+static const char *const all_keys[N_KEYS + 1] = {
+    "classes", "input", "width", "depth", "small_input", "dropout", "stochastic_depth", "seed", NULL};
 
 /* The parsed spec. */
 typedef struct spec {
@@ -71,11 +75,10 @@ typedef struct spec {
   bool generic_resnet; /* "resnet:depth=N" */
   int depth;
   int64_t c, h, w;
-  bool has_input;
   int small_input; /* -1: decide from the input size */
   uint64_t seed;
   cx_model_cfg cfg;
-  bool seen[8];
+  bool seen[N_KEYS];
 } spec;
 
 static cx_status bad_name(const char *text, const char *name) {
@@ -121,7 +124,8 @@ static cx_status parse_real(const spec *s, const char *key, const char *v, doubl
 }
 
 static cx_status parse_bool(const spec *s, const char *key, const char *v, int *out) {
-  static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no", "off"};
+  static const char *const yes[] = {"1", "true", "yes", "on"};
+  static const char *const no[] = {"0", "false", "no", "off"};
   for (int i = 0; i < 4; i++) {
     if (strcmp(v, yes[i]) == 0) return *out = 1, CX_OK;
     if (strcmp(v, no[i]) == 0) return *out = 0, CX_OK;
@@ -138,26 +142,27 @@ static cx_status parse_input(spec *s, const char *v) {
     return cx_fail(CX_ERR_ARG,
                    "model spec '%s': input='%s' must be CxHxW (e.g. 3x224x224 or 1x28x28) with C "
                    "in [1, 1024] and H, W in [1, 8192]", s->text, v);
-  s->c = c, s->h = h, s->w = w, s->has_input = true;
+  s->c = c, s->h = h, s->w = w;
   return CX_OK;
 }
 
-static cx_status apply_key(spec *s, int key, const char *v) {
+static cx_status apply_key(spec *s, enum key key, const char *v) {
   int64_t i = 0;
   switch (key) {
-  case 0: return parse_int(s, "classes", v, 1, 1000000, &s->cfg.classes);
-  case 1: return parse_input(s, v);
-  case 2: return parse_real(s, "width", v, 0, 4, true, &s->cfg.width);
-  case 3:
+  case KEY_CLASSES: return parse_int(s, "classes", v, 1, 1000000, &s->cfg.classes);
+  case KEY_INPUT: return parse_input(s, v);
+  case KEY_WIDTH: return parse_real(s, "width", v, 0, 4, true, &s->cfg.width);
+  case KEY_DEPTH:
     CX_TRY(parse_int(s, "depth", v, 1, 1000, &i));
     if (!cx_resnet_depth_valid((int)i))
       return cx_fail(CX_ERR_ARG, "model spec '%s': depth=%s is not a ResNet we build; valid: 20, "
                      "32, 44, 56, 110 (CIFAR) and 18, 34, 50, 101 (ImageNet)", s->text, v);
     s->depth = (int)i;
     return CX_OK;
-  case 4: return parse_bool(s, "small_input", v, &s->small_input);
-  case 5: return parse_real(s, "dropout", v, 0, 1, false, &s->cfg.dropout);
-  case 6: return parse_real(s, "stochastic_depth", v, 0, 1, false, &s->cfg.stochastic_depth);
+  case KEY_SMALL_INPUT: return parse_bool(s, "small_input", v, &s->small_input);
+  case KEY_DROPOUT: return parse_real(s, "dropout", v, 0, 1, false, &s->cfg.dropout);
+  case KEY_STOCHASTIC_DEPTH:
+    return parse_real(s, "stochastic_depth", v, 0, 1, false, &s->cfg.stochastic_depth);
   default:
     CX_TRY(parse_int(s, "seed", v, 0, INT64_MAX, &i));
     s->seed = (uint64_t)i;
@@ -180,7 +185,7 @@ static cx_status parse_pair(spec *s, char *pair, const char *name, const char *k
   if (s->seen[k])
     return cx_fail(CX_ERR_ARG, "model spec '%s': key '%s' is given twice", s->text, pair);
   s->seen[k] = true;
-  return apply_key(s, k, eq + 1);
+  return apply_key(s, (enum key)k, eq + 1);
 }
 
 static cx_status parse_keys(spec *s, char *rest, const char *name, const char *keys) {
@@ -196,10 +201,10 @@ static cx_status parse_keys(spec *s, char *rest, const char *name, const char *k
 static void set_defaults(spec *s) {
   const arch *a = s->a;
   s->cfg.variant = a->variant;
-  if (!s->seen[0]) s->cfg.classes = a->classes;
-  if (!s->has_input) s->c = 3, s->h = s->w = a->size;
-  if (!s->seen[5]) s->cfg.dropout = a->dropout;
-  if (!s->seen[6]) s->cfg.stochastic_depth = 0.2;
+  if (!s->seen[KEY_CLASSES]) s->cfg.classes = a->classes;
+  if (!s->seen[KEY_INPUT]) s->c = 3, s->h = s->w = a->size;
+  if (!s->seen[KEY_DROPOUT]) s->cfg.dropout = a->dropout;
+  if (!s->seen[KEY_STOCHASTIC_DEPTH]) s->cfg.stochastic_depth = 0.2;
   if (s->small_input < 0) s->small_input = (s->h < s->w ? s->h : s->w) <= 32;
   s->cfg.small_input = s->small_input;
 }
@@ -212,7 +217,8 @@ static cx_status check_size(const spec *s) {
   int64_t st = total_stride(s);
   if (s->h >= st && s->w >= st) return CX_OK;
   const char *hint = "";
-  if (s->a->build == cx_build_mobilenet_v2 && !s->small_input) hint = ", or small_input=1 (stride 16)";
+  if (s->a->build == cx_build_mobilenet_v2 && !s->small_input)
+    hint = ", or small_input=1 (stride 16)";
   else if (s->a->build == cx_build_resnet && st == 32)
     hint = ", or a CIFAR ResNet (resnet20, resnet32, resnet44, resnet56, resnet110: stride 4)";
   return cx_fail(CX_ERR_ARG,

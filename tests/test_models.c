@@ -102,7 +102,8 @@ static void check_names(const char *arch) {
     int len = 0;
     if (v < g->n_values) {
       const cx_value *x = &g->values[v++];
-      len = snprintf(ours, sizeof ours, "%s %s", x->name, x->kind == CX_VALUE_PARAM ? "param" : "state");
+      len = snprintf(ours, sizeof ours, "%s %s", x->name,
+                     x->kind == CX_VALUE_PARAM ? "param" : "state");
       for (int d = 0; d < x->shape.ndim; d++)
         len += snprintf(ours + len, sizeof ours - (size_t)len, " %lld", (long long)x->shape.d[d]);
     }
@@ -288,9 +289,9 @@ static void test_init(void) {
     check_bn_attrs(m, "mobilenet_v2", 1e-5f, 0.9f);
     check_bn_attrs(m3, "mobilenet_v3_small", 1e-3f, 0.99f);
     check_bn_attrs(e, "efficientnet_b0", 1e-5f, 0.9f);
-    const float *a = init_of(r, "layer2.1.conv1.weight"), *b = init_of(again, "layer2.1.conv1.weight"),
-                *c = init_of(other, "layer2.1.conv1.weight");
-    CHECK(a && b && c && memcmp(a, b, 32 * 32 * 9 * sizeof(float)) == 0, "same seed, other weights");
+    const char *w = "layer2.1.conv1.weight";
+    const float *a = init_of(r, w), *b = init_of(again, w), *c = init_of(other, w);
+    CHECK(a && b && c && memcmp(a, b, 32 * 32 * 9 * sizeof(float)) == 0, "same seed, other values");
     CHECK(a && c && memcmp(a, c, 32 * 32 * 9 * sizeof(float)) != 0, "seed=1 changed nothing");
   }
   cx_graph_free(r);
@@ -418,7 +419,7 @@ static void test_stochastic_depth(void) {
   cx_graph_free(plain);
 }
 
-/* Runs `g` (inference, batch 2) on the fixture's input; the largest |ours - torch| / max |torch|. */
+/* Runs `g` (inference, batch 2) on the fixture's input: max |ours - torch| / max |torch|. */
 static double fixture_error(const cx_graph *g, const float *x, const float *want, int64_t n) {
   cx_program *p = NULL;
   cx_compile_opts o = {.batch = 2, .backend = cx_backend_cpu()};
@@ -462,7 +463,8 @@ static void test_torchvision_onnx(void) {
     CHECK(cx_onnx_import(test_path(path, sizeof path, rel), &onnx, NULL) == CX_OK &&
               cx_model_build_skeleton(spec, &ours, NULL) == CX_OK, "%s: %s", rel, cx_last_error());
     if (onnx && ours && i == 3) {
-      CHECK(cx_model_load(ours, onnx) == CX_ERR_ARG && strstr(cx_last_error(), "is not in the source") &&
+      CHECK(cx_model_load(ours, onnx) == CX_ERR_ARG &&
+                strstr(cx_last_error(), "is not in the source") &&
                 strstr(cx_last_error(), "BN kept"), "folded export loaded: %s", cx_last_error());
     } else if (onnx && ours) {
       CHECK(cx_model_load(ours, onnx) == CX_OK, "%s: %s", rel, cx_last_error());
@@ -517,8 +519,9 @@ static void test_bad_specs(void) {
   }
   /* and the good forms */
   cx_model_info info;
-  CHECK(cx_model_describe("resnet:depth=56", &info) == CX_OK && strcmp(info.arch, "resnet56") == 0 &&
-            info.params == 855770, "resnet:depth=56: %s", cx_last_error());
+  CHECK(cx_model_describe("resnet:depth=56", &info) == CX_OK &&
+            strcmp(info.arch, "resnet56") == 0 && info.params == 855770,
+        "resnet:depth=56: %s", cx_last_error());
   CHECK(cx_model_describe("mobilenet_v2:width=0.5,classes=10,input=1x28x28", &info) == CX_OK &&
             info.stride == 16 && info.channels == 1 && info.classes == 10,
         "small input: %s", cx_last_error());
