@@ -43,7 +43,7 @@ static cx_status write_model(const convert_opts *o, const cx_graph *g, const cx_
  * to OUT: a model we cannot read back fails here and OUT is left as it was. */
 static cx_status convert(const convert_opts *o, convert_result *r) {
   cx_graph *g = NULL, *back = NULL;
-  CX_TRY(cx_onnx_import(o->in, &g, &r->in_info));
+  CX_TRY(cx_cli_load_model(o->in, &g, &r->in_info));
   r->in_nodes = g->n_nodes;
   r->bn_before = count_op(g, "BatchNormalization");
   char tmp[4200];
@@ -82,37 +82,40 @@ static void print_result(const convert_opts *o, const convert_result *r) {
   printf(")\n");
 }
 
-static int parse(int argc, char **argv, convert_opts *o) {
+static int parse(const cx_command *c, int argc, char **argv, convert_opts *o) {
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--json")) o->json = true;
     else if (!strcmp(a, "--fold-bn")) o->fold_bn = true;
     else if (!strcmp(a, "--opset")) {
-      if (i + 1 >= argc) return cx_cli_usage_error(&cx_cmd_convert, "option '%s' needs a value", a);
+      if (i + 1 >= argc) return cx_cli_usage_error(c, "option '%s' needs a value", a);
       char *end;
       long v = strtol(argv[++i], &end, 10);
       if (*end || v < CX_ONNX_EXPORT_MIN_OPSET || v > CX_ONNX_EXPORT_MAX_OPSET)
-        return cx_cli_usage_error(&cx_cmd_convert, "--opset '%s': 13 to 17 can be written",
+        return cx_cli_usage_error(c, "--opset '%s': 13 to 17 can be written",
                                   argv[i]);
       o->opset = (int)v;
-    } else if (a[0] == '-') return cx_cli_usage_error(&cx_cmd_convert, "unknown option '%s'", a);
+    } else if (a[0] == '-') return cx_cli_usage_error(c, "unknown option '%s'", a);
     else if (!o->in) o->in = a;
     else if (!o->out) o->out = a;
-    else return cx_cli_usage_error(&cx_cmd_convert, "unexpected argument '%s'", a);
+    else return cx_cli_usage_error(c, "unexpected argument '%s'", a);
   }
-  if (!o->out) return cx_cli_usage_error(&cx_cmd_convert, "%s", "IN.onnx and OUT.onnx are needed");
+  if (!o->out) return cx_cli_usage_error(c, "%s", "a model (IN.onnx or a SPEC) and OUT.onnx are needed");
   return 0;
 }
 
-static int run(int argc, char **argv) {
+static int run_as(const cx_command *c, int argc, char **argv) {
   convert_opts o = {.opset = CX_ONNX_EXPORT_MIN_OPSET};
-  int rc = parse(argc, argv, &o);
+  int rc = parse(c, argc, argv, &o);
   if (rc) return rc;
   convert_result r = {0};
-  if (convert(&o, &r) != CX_OK) return cx_cli_fail(&cx_cmd_convert);
+  if (convert(&o, &r) != CX_OK) return cx_cli_fail(c);
   print_result(&o, &r);
   return 0;
 }
+
+static int run(int argc, char **argv) { return run_as(&cx_cmd_convert, argc, argv); }
+static int run_export(int argc, char **argv) { return run_as(&cx_cmd_export_model, argc, argv); }
 
 const cx_command cx_cmd_convert = {
     .name = "convert",
@@ -126,4 +129,18 @@ const cx_command cx_cmd_convert = {
              "    --fold-bn    fold inference BatchNormalization into the Conv or Gemm before it\n"
              "    --json       print one JSON object with both opsets and node counts\n",
     .run = run,
+};
+
+const cx_command cx_cmd_export_model = {
+    .name = "export-model",
+    .summary = "Write a built-in architecture (a model spec) as an ONNX model",
+    .usage = "usage: compress export-model SPEC OUT.onnx [--opset N] [--fold-bn] [--json]\n\n"
+             "Builds the architecture SPEC (see 'compress models'), e.g.\n"
+             "mobilenet_v2:width=0.5,classes=10,input=1x28x28, with its initial weights and\n"
+             "writes it as OUT.onnx (symbolic batch N), then reads it back to make sure it\n"
+             "loads. ONNX Runtime runs the file as written.\n\n"
+             "    --opset N    the opset to write, 13 to 17 (default 13)\n"
+             "    --fold-bn    fold inference BatchNormalization into the Conv before it\n"
+             "    --json       print one JSON object with the opset and node counts\n",
+    .run = run_export,
 };

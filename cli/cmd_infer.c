@@ -170,7 +170,7 @@ static int run(int argc, char **argv) {
   cx_graph *g = NULL;
   feeds f = {0};
   int64_t batch = 1;
-  cx_status s = cx_onnx_import(o.model, &g, NULL);
+  cx_status s = cx_cli_load_model(o.model, &g, NULL);
   if (s == CX_OK) s = read_feeds(&o, g, &f, &batch);
   if (s == CX_OK) s = run_model(&o, g, &f, batch);
   feeds_free(&f);

@@ -47,7 +47,7 @@ static int64_t node_params(const cx_graph *g, const cx_node *n) {
 }
 
 static cx_status analyse(model_report *r) {
-  CX_TRY(cx_onnx_import(r->path, &r->g, &r->info));
+  CX_TRY(cx_cli_load_model(r->path, &r->g, &r->info));
   size_t nv = (size_t)r->g->n_values + 1, nn = (size_t)r->g->n_nodes + 1;
   r->sym = calloc(nv, sizeof(cx_shape));
   r->one = calloc(nv, sizeof(cx_shape));

@@ -1,8 +1,11 @@
 #include "onnx_common.h"
 
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "../core/status.h"
+#include "../models/zoo.h"
 
 int cx_cli_fail(const cx_command *c) {
   fprintf(stderr, "compress %s: %s\n", c->name, cx_last_error());
@@ -45,4 +48,14 @@ int cx_cli_graph_inputs(const cx_graph *g, int *ids, int max) {
       n++;
     }
   return n;
+}
+
+cx_status cx_cli_load_model(const char *src, cx_graph **g, cx_onnx_info *info) {
+  struct stat st;
+  if (stat(src, &st) == 0 || strstr(src, ".onnx")) return cx_onnx_import(src, g, info);
+  if (info) memset(info, 0, sizeof *info);
+  cx_model_info mi;
+  cx_status s = cx_model_build(src, g, &mi);
+  if (s != CX_OK) cx_error_prefix("'%s' is no file, and not a model spec", src);
+  return s;
 }

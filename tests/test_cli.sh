@@ -117,9 +117,30 @@ one_line_error convert_dir "no/such/folder"
 run 2 convert_opset convert "$model" "$work/x.onnx" --opset 12
 run 2 convert_usage convert "$model"
 
+# ---- model specs wherever an ONNX path goes; export-model runs in ONNX Runtime ----
+spec="mobilenet_v2:width=0.5,classes=10,input=1x28x28"
+run 0 inspect_spec inspect "$spec"
+expect_in inspect_spec out "total"
+run 1 inspect_badspec inspect "mobilenet_v2:widht=0.5"
+one_line_error inspect_badspec "widht"
+run 0 export_model export-model "$spec" "$work/mv2.onnx"
+/usr/bin/python3 -c "import numpy as np; np.save('$work/img.npy', np.random.RandomState(0).rand(3, 1, 28, 28).astype(np.float32))"
+run 0 infer_exported infer "$work/mv2.onnx" -i "$work/img.npy" -o "$work/ours.npy"
+mkdir -p "$work/ort"
+if /usr/bin/python3 "$(dirname "$0")/ort_check.py" "$work/mv2.onnx" "$work/ort" "$work/img.npy" >/dev/null; then
+  /usr/bin/python3 -c "
+import numpy as np, sys
+a, b = np.load('$work/ours.npy'), np.load('$work/ort/output_0.npy')
+err = np.abs(a - b).max() / np.abs(b).max()
+print('ok   export-model in ONNX Runtime: relative error %.2e' % err)
+sys.exit(0 if err <= 1e-5 else 1)" || fail "export-model: ONNX Runtime disagrees with compress infer"
+else
+  fail "export-model: ONNX Runtime or the checker refused $work/mv2.onnx"
+fi
+
 # ---- registered in the help ----
 run 0 help --help
-for c in inspect infer convert; do expect_in help out "  $c"; done
+for c in inspect infer convert export-model models; do expect_in help out "  $c"; done
 
 if ((fails)); then
   echo "FAIL: $fails check(s)"
