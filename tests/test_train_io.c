@@ -116,6 +116,16 @@ static const char metrics_py[] =
     "assert b['nonfinite'] == {'loss': 'nan', 'gn': 'inf', 'ninf': '-inf'}, b\n"
     "assert c['step'] == 7 and list(c) == ['step', 'epoch', 'time'], c\n";
 
+static void test_utf8(void) {
+  static const char *const good[] = {"", "loss", "caf\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"};
+  static const char *const bad[] = {"\xe9", "\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                                    "\x80", "\xe2\x82"};
+  for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+    CHECK(cx_utf8_valid(good[i]), "good UTF-8 %zu refused", i);
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    CHECK(!cx_utf8_valid(bad[i]), "bad UTF-8 %zu accepted", i);
+}
+
 static void test_metrics(void) {
   const char *file = path_of("metrics.jsonl");
   cx_metrics *m;
@@ -133,6 +143,9 @@ static void test_metrics(void) {
               (const char *[]){file, "'a'", NULL});
   expect_fail(cx_metrics_write(m, 1, 0, 1, res, v), "reserved metric name",
               (const char *[]){file, "'step'", NULL});
+  const char *latin1[] = {"caf\xe9"};
+  expect_fail(cx_metrics_write(m, 1, 0, 1, latin1, v), "metric name not UTF-8",
+              (const char *[]){file, "UTF-8", NULL});
   CHECK(cx_metrics_close(m) == CX_OK, "%s", cx_last_error());
   /* A resumed run appends. */
   CHECK(cx_metrics_open(file, true, &m) == CX_OK, "%s", cx_last_error());
@@ -707,6 +720,7 @@ int main(void) {
   if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
   printf("metrics\n");
   test_json_numbers();
+  test_utf8();
   test_metrics();
   printf("tensorboard\n");
   test_tensorboard();

@@ -51,6 +51,34 @@ static bool put_string(cx_metrics *m, const char *s) {
   return ok && put(m, "\"", 1);
 }
 
+/* ---- text ---- */
+
+/* Length of the UTF-8 sequence led by c (0: not a lead byte), and the least code point it may
+ * encode, so that overlong forms are refused. */
+static int utf8_len(unsigned char c, uint32_t *min) {
+  if (c < 0x80) return *min = 0, 1;
+  if ((c & 0xe0) == 0xc0) return *min = 0x80, 2;
+  if ((c & 0xf0) == 0xe0) return *min = 0x800, 3;
+  if ((c & 0xf8) == 0xf0) return *min = 0x10000, 4;
+  return 0;
+}
+
+bool cx_utf8_valid(const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    uint32_t min, cp;
+    int n = utf8_len(*p, &min);
+    if (!n) return false;
+    cp = n == 1 ? *p : *p & (0x7f >> n);
+    for (int i = 1; i < n; i++) {
+      if ((p[i] & 0xc0) != 0x80) return false;
+      cp = cp << 6 | (p[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    p += n;
+  }
+  return true;
+}
+
 /* ---- numbers ---- */
 
 char *cx_json_number(double v, char *buf) {
@@ -93,6 +121,8 @@ static cx_status check_names(const cx_metrics *m, int n, const char *const *name
   static const char *const reserved[] = {"step", "epoch", "time", "nonfinite"};
   for (int i = 0; i < n; i++) {
     if (!names[i]) return cx_fail(CX_ERR_ARG, "%s: metric %d has no name", m->path, i);
+    if (!cx_utf8_valid(names[i]))
+      return cx_fail(CX_ERR_ARG, "%s: the name of metric %d is not valid UTF-8", m->path, i);
     for (size_t r = 0; r < sizeof reserved / sizeof *reserved; r++)
       if (strcmp(names[i], reserved[r]) == 0)
         return cx_fail(CX_ERR_ARG, "%s: '%s' is a reserved key and cannot name a metric", m->path,

@@ -32,4 +32,7 @@ cx_status cx_metrics_close(cx_metrics *m);
  * fewest digits that read back as v; buf holds at least 32 bytes. Returns buf. */
 char *cx_json_number(double v, char *buf);
 
+/* Whether s is well-formed UTF-8 (JSON text and protobuf strings must be). */
+bool cx_utf8_valid(const char *s);
+
 #endif

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "metrics.h"
 
 struct cx_tb_writer {
   char *path;
@@ -150,7 +151,9 @@ cx_status cx_tb_add_scalars(cx_tb_writer *w, int64_t step, int n, const char *co
   if (n < 0 || (n > 0 && (!tags || !values)))
     return cx_fail(CX_ERR_ARG, "%s: cx_tb_add_scalars needs %d tags and values", w->path, n);
   for (int i = 0; i < n; i++)
-    if (!tags[i]) return cx_fail(CX_ERR_ARG, "%s: scalar %d has no tag", w->path, i);
+    if (!tags[i] || !cx_utf8_valid(tags[i]))
+      return cx_fail(CX_ERR_ARG, "%s: the tag of scalar %d is missing or not valid UTF-8",
+                     w->path, i);
   return write_event(w, step, NULL, n, tags, values);
 }
 
