@@ -32,9 +32,10 @@ fi
 # the Debian interpreter so that they sit beside python3-torch. Debian's torch is built against
 # numpy 1.x, so numpy (and onnx's ml-dtypes) are held below 2: with numpy 2 from PyPI, torch's
 # tensor.numpy() fails with "Numpy is not available".
-pip_packages=("numpy<2" "ml-dtypes<0.6" onnx onnxruntime)
+# tensorboard: the training tests read our event files back with its EventAccumulator.
+pip_packages=("numpy<2" "ml-dtypes<0.6" onnx onnxruntime tensorboard)
 if ! /usr/bin/python3 -c '
-import numpy, onnx, onnxruntime, torch
+import numpy, onnx, onnxruntime, torch, tensorboard
 assert numpy.__version__.startswith("1.")
 torch.zeros(1).numpy()' 2>/dev/null; then
   /usr/bin/python3 -m pip install --quiet --break-system-packages "${pip_packages[@]}"
