@@ -13,6 +13,7 @@
 
 #include "../core/program.h"
 #include "../core/rng.h"
+#include "../kernels/cpu/eltwise_engine.h"
 #include "../kernels/cpu/cpu.h"
 #include "../models/tiny_cnn.h"
 #include "../train/ema.h"
@@ -245,6 +246,48 @@ static void test_optimizers(void) {
   check_optimizer("lamb, wd 0.05, always adapt", &c);
   c.always_adapt = false, c.decay_norm_and_bias = true;
   check_optimizer("lamb, wd 0.05 on 1-D too", &c);
+}
+
+/* The AVX-512 path against the portable one: the same bits for SGD and AdamW; for LAMB, whose
+ * norms are summed in another order, the same numbers to rounding. */
+static void run_steps(const cx_optim_config *c, problem *p, bool portable) {
+  cx_cpu_force_portable(portable);
+  cx_optimizer *o = NULL;
+  CHECK(cx_optimizer_create(c, NP, p->wp, names, &o) == CX_OK, "create: %s", cx_last_error());
+  for (int step = 0; o && step < 5; step++) {
+    problem_grads(p, step, 0.1f);
+    cx_optimizer_step(o, p->gp, lr_at(c->lr, step));
+  }
+  cx_optimizer_free(o);
+  cx_cpu_force_portable(false);
+}
+
+static void test_paths(void) {
+  if (!cx_cpu_avx512()) {
+    printf("no AVX-512 here: the portable path ran above, and there is no other to compare\n");
+    return;
+  }
+  for (int kind = CX_OPTIM_SGD; kind <= CX_OPTIM_LAMB; kind++) {
+    cx_optim_config c = cx_optim_defaults((cx_optim_kind)kind);
+    c.lr = 0.01f;
+    problem a, b;
+    problem_init(&a);
+    problem_init(&b);
+    run_steps(&c, &a, false);
+    run_steps(&c, &b, true);
+    double worst = 0;
+    for (int k = 0; k < NP; k++) {
+      const float *x = a.w[k].data, *y = b.w[k].data;
+      for (int64_t i = 0; i < cx_tensor_numel(&a.w[k]); i++)
+        worst = fmax(worst, fabs(x[i] - y[i]) / fmax(fabs(y[i]), 1e-2));
+    }
+    printf("%-5s AVX-512 vs portable, 5 steps: max difference %.2e\n",
+           cx_optim_kind_name(c.kind), worst);
+    CHECK(kind == CX_OPTIM_LAMB ? worst <= 1e-6 : worst == 0,
+          "%s: the AVX-512 and portable paths differ by %.3e", cx_optim_kind_name(c.kind), worst);
+    problem_free(&a);
+    problem_free(&b);
+  }
 }
 
 /* The 1-D rule by itself: with decay and a zero gradient, only rank >= 2 tensors shrink. */
@@ -818,6 +861,11 @@ static void fit_tiny_cnn(cx_optim_kind kind, float lr) {
 
 int main(void) {
   test_optimizers();
+  cx_cpu_force_portable(true);
+  printf("-- portable paths --\n");
+  test_optimizers();
+  cx_cpu_force_portable(false);
+  test_paths();
   test_no_decay_rule();
   test_state_roundtrip();
   test_optimizer_errors();
