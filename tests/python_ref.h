@@ -41,7 +41,8 @@ static void py_printf(py_script *s, const char *fmt, ...) {
 }
 
 /* `name = [..]` with every float written so that Python reads back the same float32. */
-__attribute__((unused)) static void py_floats(py_script *s, const char *name, const float *x, int64_t n) {
+__attribute__((unused)) static void py_floats(py_script *s, const char *name, const float *x,
+                                              int64_t n) {
   py_printf(s, "%s = [", name);
   for (int64_t i = 0; i < n; i++) py_printf(s, "%s%.9g", i ? "," : "", x[i]);
   py_printf(s, "]\n");

@@ -37,7 +37,8 @@ static int fails;
 /* ---- the problem: a few tensors of different ranks and sizes ---- */
 
 enum { NP = 5, STEPS = 10 };
-static const char *const names[NP] = {"fc.weight", "fc.bias", "big.weight", "bn.weight", "zero.weight"};
+static const char *const names[NP] = {"fc.weight", "fc.bias", "big.weight", "bn.weight",
+                                      "zero.weight"};
 static const cx_shape shapes[NP] = {{2, {6, 5}}, {1, {5}}, {2, {200, 201}}, {1, {7}}, {2, {3, 3}}};
 
 typedef struct problem {
@@ -350,7 +351,8 @@ static void test_state_roundtrip(void) {
           "%s differs after restoring the state", names[k]);
   c = cx_optim_defaults(CX_OPTIM_SGD);
   cx_optimizer *s = NULL;
-  CHECK(cx_optimizer_create(&c, NP, p.wp, names, &s) == CX_OK && cx_optimizer_state_count(s) == NP &&
+  CHECK(cx_optimizer_create(&c, NP, p.wp, names, &s) == CX_OK &&
+            cx_optimizer_state_count(s) == NP &&
             strcmp(cx_optimizer_state_name(s, 2), "momentum_buffer/big.weight") == 0,
         "sgd state: %s", s ? cx_optimizer_state_name(s, 2) : cx_last_error());
   cx_optimizer_free(s);
@@ -389,7 +391,8 @@ static void test_optimizer_errors(void) {
   cx_tensor *swapped[NP] = {p.gp[1], p.gp[0], p.gp[2], p.gp[3], p.gp[4]};
   expect_error("gradient of the wrong size", cx_optimizer_step(o, swapped, 0.1f), CX_ERR_SHAPE,
                "fc.weight");
-  expect_error("negative learning rate", cx_optimizer_step(o, p.gp, -1), CX_ERR_ARG, "learning rate");
+  expect_error("negative learning rate", cx_optimizer_step(o, p.gp, -1), CX_ERR_ARG,
+               "learning rate");
   CHECK(cx_optimizer_step_count(o) == 0, "a failed step counted");
   cx_optim_kind k;
   CHECK(cx_optim_kind_parse("lamb", &k) == CX_OK && k == CX_OPTIM_LAMB, "parse lamb");
@@ -509,7 +512,8 @@ static void test_clip(void) {
   float max_norm = (float)(norm / 3), before = ((float *)p.g[2].data)[7];
   got = cx_grad_clip_global_norm(p.gp, NP, max_norm);
   float coef = (float)(max_norm / (norm + 1e-6));
-  CHECK(fabs(got - norm) <= 1e-6 * norm, "clip returned %.9g, not the norm before, %.9g", got, norm);
+  CHECK(fabs(got - norm) <= 1e-6 * norm, "clip returned %.9g, not the norm before, %.9g", got,
+        norm);
   CHECK(((float *)p.g[2].data)[7] == before * coef, "element scaled to %.9g, want %.9g",
         ((float *)p.g[2].data)[7], before * coef);
   CHECK(fabs(ref_norm(&p) - max_norm) <= 1e-5 * max_norm, "norm after clipping %.9g, want %.9g",
@@ -561,7 +565,8 @@ static void check_ema(const char *label, const cx_ema_config *c) {
       for (int64_t i = 0; i < cx_tensor_numel(&p.w[k]); i++)
         ((float *)p.w[k].data)[i] -= 0.3f * ((float *)p.g[k].data)[i];
     double d = c->decay;
-    if (c->warmup) d = fmin(d, 1 - pow(1 + step / (double)c->warmup_gamma, -(double)c->warmup_power));
+    if (c->warmup)
+      d = fmin(d, 1 - pow(1 + step / (double)c->warmup_gamma, -(double)c->warmup_power));
     CHECK(fabs(cx_ema_decay(e) - d) <= 1e-7, "%s: update %d decay %.9g, want %.9g", label, step,
           cx_ema_decay(e), d);
     CHECK(cx_ema_update(e, p.wp) == CX_OK, "%s: update: %s", label, cx_last_error());
@@ -821,7 +826,8 @@ static void test_accumulation(void) {
   check_accumulation(g, 3);
   check_accumulation(g, 4);
   cx_graph_free(g);
-  cx_tensor a = cx_tensor_view(CX_F32, &S(3), (float[3]){0}), b = cx_tensor_view(CX_F32, &S(4), (float[4]){0});
+  cx_tensor a = cx_tensor_view(CX_F32, &S(3), (float[3]){0});
+  cx_tensor b = cx_tensor_view(CX_F32, &S(4), (float[4]){0});
   cx_tensor *ap = &a, *bp = &b;
   expect_error("accumulate mismatched", cx_grad_accumulate(&ap, &bp, 1, true), CX_ERR_SHAPE, "[4]");
 }
@@ -836,11 +842,15 @@ static void fit_tiny_cnn(cx_optim_kind kind, float lr) {
   cx_graph_free(g);
   if (!p) return;
   cx_tensor *x = cx_program_tensor(p, "images"), *y = cx_program_tensor(p, "labels");
-  for (int64_t i = 0; i < cx_tensor_numel(x); i++) ((float *)x->data)[i] = cx_rng_normal(7, (uint64_t)i);
+  for (int64_t i = 0; i < cx_tensor_numel(x); i++)
+    ((float *)x->data)[i] = cx_rng_normal(7, (uint64_t)i);
   for (int64_t i = 0; i < 16; i++) ((int64_t *)y->data)[i] = i % 10;
   int n = cx_program_param_count(p);
   cx_tensor *params[16], *grads[16];
-  for (int i = 0; i < n; i++) params[i] = cx_program_param(p, i), grads[i] = cx_program_param_grad(p, i);
+  for (int i = 0; i < n; i++) {
+    params[i] = cx_program_param(p, i);
+    grads[i] = cx_program_param_grad(p, i);
+  }
   cx_optim_config c = cx_optim_defaults(kind);
   cx_optimizer *o = NULL;
   CHECK(cx_optimizer_create(&c, n, params, NULL, &o) == CX_OK, "create: %s", cx_last_error());

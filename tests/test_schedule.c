@@ -269,7 +269,8 @@ static void test_torch(void) {
     double worst = 0;
     int at = 0;
     for (int t = 0; t < TORCH_STEPS; t++) {
-      double r = ref[i * TORCH_STEPS + t], err = fabs(cx_schedule_lr(&s, t) - r) / (fabs(r) + 1e-12);
+      double r = ref[i * TORCH_STEPS + t];
+      double err = fabs(cx_schedule_lr(&s, t) - r) / (fabs(r) + 1e-12);
       if (err > worst) worst = err, at = t;
     }
     printf("torch %-9s: max relative error %.2e (step %d)\n", cx_schedule_kind_name(s.kind), worst,

@@ -73,7 +73,8 @@ cx_status cx_ema_create(const cx_ema_config *c, int n, cx_tensor *const *tensors
   e->n = n;
   e->avg = calloc((size_t)n + 1, sizeof *e->avg);
   e->names = calloc((size_t)n + 1, sizeof *e->names);
-  cx_status s = e->avg && e->names ? fill(e, tensors, names) : cx_fail(CX_ERR_NOMEM, "out of memory");
+  cx_status s = e->avg && e->names ? fill(e, tensors, names)
+                                   : cx_fail(CX_ERR_NOMEM, "out of memory");
   if (s != CX_OK) {
     cx_ema_free(e);
     return s;
@@ -149,7 +150,8 @@ cx_status cx_ema_copy_to(const cx_ema *e, cx_tensor *const *tensors) {
   if (e->swapped)
     return cx_fail(CX_ERR_ARG, "EMA copy while the average is swapped in; swap it out first");
   CX_TRY(check_list(e, tensors, "copy"));
-  for (int i = 0; i < e->n; i++) memcpy(tensors[i]->data, e->avg[i].data, cx_tensor_nbytes(&e->avg[i]));
+  for (int i = 0; i < e->n; i++)
+    memcpy(tensors[i]->data, e->avg[i].data, cx_tensor_nbytes(&e->avg[i]));
   return CX_OK;
 }
 

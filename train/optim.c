@@ -85,7 +85,9 @@ static cx_status check_param(const cx_tensor *t, const char *name) {
   return CX_OK;
 }
 
-static int64_t padded(int64_t n) { return (n + CX_OPTIM_ALIGN - 1) / CX_OPTIM_ALIGN * CX_OPTIM_ALIGN; }
+static int64_t padded(int64_t n) {
+  return (n + CX_OPTIM_ALIGN - 1) / CX_OPTIM_ALIGN * CX_OPTIM_ALIGN;
+}
 
 static int states_per_param(const cx_optim_config *c) {
   if (c->kind == CX_OPTIM_SGD) return c->momentum > 0 ? 1 : 0;

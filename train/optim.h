@@ -18,7 +18,7 @@ typedef enum cx_optim_kind { CX_OPTIM_SGD, CX_OPTIM_ADAMW, CX_OPTIM_LAMB } cx_op
 
 typedef struct cx_optim_config {
   cx_optim_kind kind;
-  float lr;           /* the base learning rate a schedule starts from; step() takes the lr to use */
+  float lr;           /* the base rate a schedule starts from; step() takes the rate to use */
   float momentum;     /* SGD; 0 keeps no state */
   bool nesterov;      /* SGD; needs momentum > 0 */
   float weight_decay; /* SGD: L2 added to the gradient; AdamW, LAMB: decoupled */

@@ -9,7 +9,8 @@ static void plain(float *w, const float *g, int64_t n, float lr, float wd) {
   for (int64_t i = 0; i < n; i++) w[i] -= lr * (g[i] + wd * w[i]);
 }
 
-static void momentum(float *w, const float *g, float *buf, int64_t n, float lr, float wd, float mu) {
+static void momentum(float *w, const float *g, float *buf, int64_t n, float lr, float wd,
+                     float mu) {
 #pragma omp parallel for simd if (n >= CX_OPTIM_PARALLEL_MIN)
   for (int64_t i = 0; i < n; i++) {
     float d = g[i] + wd * w[i];
@@ -18,7 +19,8 @@ static void momentum(float *w, const float *g, float *buf, int64_t n, float lr, 
   }
 }
 
-static void nesterov(float *w, const float *g, float *buf, int64_t n, float lr, float wd, float mu) {
+static void nesterov(float *w, const float *g, float *buf, int64_t n, float lr, float wd,
+                     float mu) {
 #pragma omp parallel for simd if (n >= CX_OPTIM_PARALLEL_MIN)
   for (int64_t i = 0; i < n; i++) {
     float d = g[i] + wd * w[i];
