@@ -821,10 +821,50 @@ static void check_accumulation(cx_graph *g, int k) {
   cx_program_free(part);
 }
 
+/* Loss scaling on a program: writing the scale into the loss gradient's seed, "loss@seed",
+ * scales every parameter gradient by it, and unscaling gives the unscaled gradients back. */
+static void check_seeded_scale(cx_graph *g) {
+  cx_program *p = NULL;
+  cx_compile_opts o = {.batch = 4, .training = true, .loss = "loss", .backend = cx_backend_cpu()};
+  CHECK(cx_program_compile(g, &o, &p) == CX_OK, "compile: %s", cx_last_error());
+  cx_tensor *seed = p ? cx_program_tensor(p, "loss@seed") : NULL;
+  CHECK(seed && cx_tensor_numel(seed) == 1, "no scalar 'loss@seed' in the program");
+  if (!seed) {
+    cx_program_free(p);
+    return;
+  }
+  int n = cx_program_param_count(p);
+  cx_tensor copy[16], *grads[16];
+  feed(p, 0, 4);
+  CHECK(cx_program_forward(p) == CX_OK && cx_program_backward(p) == CX_OK, "%s", cx_last_error());
+  for (int i = 0; i < n && i < 16; i++) {
+    grads[i] = cx_program_param_grad(p, i);
+    copy[i] = cx_tensor_view(CX_F32, &grads[i]->shape, floats(cx_tensor_numel(grads[i])));
+    memcpy(copy[i].data, grads[i]->data, cx_tensor_nbytes(grads[i]));
+  }
+  cx_loss_scaler s = cx_loss_scaler_defaults();
+  *(float *)seed->data = s.scale;
+  CHECK(cx_program_forward(p) == CX_OK && cx_program_backward(p) == CX_OK, "%s", cx_last_error());
+  CHECK(cx_loss_scaler_unscale(&s, grads, n), "scaled gradients overflowed");
+  double worst = 0;
+  for (int i = 0; i < n; i++) {
+    const float *a = grads[i]->data, *b = copy[i].data;
+    for (int64_t e = 0; e < cx_tensor_numel(grads[i]); e++)
+      worst = fmax(worst, fabs(a[e] - b[e]) / fmax(fabs(b[e]), 1e-30));
+    free(copy[i].data);
+  }
+  printf("loss seed %g, then unscaled: gradients within %.2e of the unscaled run\n", s.scale,
+         worst);
+  CHECK(worst <= 1e-6, "seeding the loss gradient with the scale: unscaled gradients differ by "
+        "%.3e", worst);
+  cx_program_free(p);
+}
+
 static void test_accumulation(void) {
   cx_graph *g = small_cnn();
   check_accumulation(g, 3);
   check_accumulation(g, 4);
+  check_seeded_scale(g);
   cx_graph_free(g);
   cx_tensor a = cx_tensor_view(CX_F32, &S(3), (float[3]){0});
   cx_tensor b = cx_tensor_view(CX_F32, &S(4), (float[4]){0});
