@@ -6,6 +6,7 @@
  * Accumulation is checked on a real training program: k micro-batches give the gradient of the
  * whole batch. */
 #include <float.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -872,6 +873,45 @@ static void test_accumulation(void) {
   expect_error("accumulate mismatched", cx_grad_accumulate(&ap, &bp, 1, true), CX_ERR_SHAPE, "[4]");
 }
 
+/* ---- steps allocate nothing ---- */
+
+static void train_steps(cx_optimizer *o, cx_ema *e, cx_loss_scaler *s, problem *p, int from) {
+  for (int step = from; step < from + 3; step++) {
+    problem_grads(p, step, 0.1f);
+    cx_grad_scale(p->gp, NP, s->scale);
+    bool ok = cx_loss_scaler_unscale(s, p->gp, NP) && cx_grads_finite(p->gp, NP);
+    cx_grad_clip_global_norm(p->gp, NP, 1.0f);
+    if (ok) cx_optimizer_step(o, p->gp, 1e-3f);
+    cx_ema_update(e, p->wp);
+    cx_loss_scaler_update(s, ok);
+  }
+}
+
+static void test_no_allocation(void) {
+  for (int kind = CX_OPTIM_SGD; kind <= CX_OPTIM_LAMB; kind++) {
+    problem p;
+    problem_init(&p);
+    cx_optim_config c = cx_optim_defaults((cx_optim_kind)kind);
+    cx_ema_config ec = cx_ema_defaults();
+    cx_loss_scaler s = cx_loss_scaler_defaults();
+    cx_optimizer *o = NULL;
+    cx_ema *e = NULL;
+    CHECK(cx_optimizer_create(&c, NP, p.wp, names, &o) == CX_OK &&
+              cx_ema_create(&ec, NP, p.wp, names, &e) == CX_OK, "create: %s", cx_last_error());
+    if (o && e) {
+      train_steps(o, e, &s, &p, 0); /* the thread pool starts on the first parallel loop */
+      struct mallinfo2 before = mallinfo2();
+      train_steps(o, e, &s, &p, 3);
+      struct mallinfo2 after = mallinfo2();
+      CHECK(before.uordblks == after.uordblks, "%s steps allocated: heap in use %zu -> %zu bytes",
+            cx_optim_kind_name(c.kind), before.uordblks, after.uordblks);
+    }
+    cx_optimizer_free(o);
+    cx_ema_free(e);
+    problem_free(&p);
+  }
+}
+
 /* ---- end to end: every optimizer fits the tiny CNN's batch ---- */
 
 static void fit_tiny_cnn(cx_optim_kind kind, float lr) {
@@ -924,6 +964,7 @@ int main(void) {
   test_ema();
   test_loss_scaler();
   test_accumulation();
+  test_no_allocation();
   fit_tiny_cnn(CX_OPTIM_SGD, 0.05f);
   fit_tiny_cnn(CX_OPTIM_ADAMW, 0.01f);
   fit_tiny_cnn(CX_OPTIM_LAMB, 0.02f);
