@@ -7,7 +7,7 @@
 #include "../core/rng.h"
 #include "../kernels/cpu/cpu.h"
 #include "../models/tiny_cnn.h"
-#include "../train/sgd.h"
+#include "../train/optim.h"
 #include "commands.h"
 
 typedef struct demo_opts {
@@ -35,6 +35,30 @@ static double seconds(void) {
   return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+/* SGD with momentum over every parameter of the program. */
+static cx_status make_optimizer(cx_program *p, cx_optimizer **opt, cx_tensor ***grads) {
+  int n = cx_program_param_count(p);
+  cx_tensor **params = calloc((size_t)n + 1, sizeof *params);
+  const char **names = calloc((size_t)n + 1, sizeof *names);
+  *grads = calloc((size_t)n + 1, sizeof **grads);
+  if (!params || !names || !*grads) {
+    free(params);
+    free(names);
+    return cx_fail(CX_ERR_NOMEM, "out of memory");
+  }
+  for (int k = 0; k < n; k++) {
+    params[k] = cx_program_param(p, k);
+    names[k] = cx_program_param_name(p, k);
+    (*grads)[k] = cx_program_param_grad(p, k);
+  }
+  cx_optim_config c = cx_optim_defaults(CX_OPTIM_SGD);
+  c.lr = 0.05f;
+  cx_status s = cx_optimizer_create(&c, n, params, names, opt);
+  free(params);
+  free(names);
+  return s;
+}
+
 static cx_status train(const demo_opts *o, float *first, float *last, cx_memory_plan *mem,
                        double *elapsed) {
   enum { SIZE = 16, CLASSES = 10 };
@@ -48,14 +72,15 @@ static cx_status train(const demo_opts *o, float *first, float *last, cx_memory_
   *mem = cx_program_memory(p);
   if (!o->json) cx_program_print(p, stdout);
   fill_batch(p, o->batch, SIZE, CLASSES, o->seed);
-  cx_sgd opt;
-  s = cx_sgd_init(&opt, p, 0.05f, 0.9f, 0.0f, false);
+  cx_optimizer *opt = NULL;
+  cx_tensor **grads = NULL;
+  s = make_optimizer(p, &opt, &grads);
   double t0 = seconds();
   for (int step = 0; step < o->steps && s == CX_OK; step++) {
     s = cx_program_forward(p);
     if (s == CX_OK) s = cx_program_backward(p);
+    if (s == CX_OK) s = cx_optimizer_step(opt, grads, cx_optimizer_config(opt)->lr);
     if (s != CX_OK) break;
-    cx_sgd_step(&opt, p);
     float loss = *(float *)cx_program_tensor(p, "loss")->data;
     if (step == 0) *first = loss;
     *last = loss;
@@ -63,7 +88,8 @@ static cx_status train(const demo_opts *o, float *first, float *last, cx_memory_
       printf("step %4d  loss %.4f\n", step, loss);
   }
   *elapsed = seconds() - t0;
-  cx_sgd_free(&opt);
+  cx_optimizer_free(opt);
+  free(grads);
   cx_program_free(p);
   return s;
 }

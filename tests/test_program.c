@@ -10,7 +10,7 @@
 #include "../core/rng.h"
 #include "../kernels/cpu/cpu.h"
 #include "../models/tiny_cnn.h"
-#include "../train/sgd.h"
+#include "../train/optim.h"
 #include "op_check.h"
 
 static int fails;
@@ -155,15 +155,23 @@ static void test_tiny_cnn_fits(void) {
   cx_tensor *x = cx_program_tensor(p, "images"), *y = cx_program_tensor(p, "labels");
   for (int64_t i = 0; i < cx_tensor_numel(x); i++) ((float *)x->data)[i] = cx_rng_normal(7, (uint64_t)i);
   for (int64_t i = 0; i < 16; i++) ((int64_t *)y->data)[i] = i % 10;
-  cx_sgd opt;
-  CHECK(cx_sgd_init(&opt, p, 0.05f, 0.9f, 0, false) == CX_OK, "sgd");
+  int n = cx_program_param_count(p);
+  cx_tensor *params[64], *grads[64];
+  for (int k = 0; k < n && k < 64; k++) {
+    params[k] = cx_program_param(p, k);
+    grads[k] = cx_program_param_grad(p, k);
+  }
+  cx_optim_config c = cx_optim_defaults(CX_OPTIM_SGD);
+  cx_optimizer *opt = NULL;
+  CHECK(n <= 64 && cx_optimizer_create(&c, n, params, NULL, &opt) == CX_OK, "sgd: %s",
+        cx_last_error());
   float first = 0, last = 0;
-  for (int step = 0; step < 150; step++) {
-    if (cx_program_forward(p) != CX_OK || cx_program_backward(p) != CX_OK) {
+  for (int step = 0; opt && step < 150; step++) {
+    if (cx_program_forward(p) != CX_OK || cx_program_backward(p) != CX_OK ||
+        cx_optimizer_step(opt, grads, 0.05f) != CX_OK) {
       CHECK(0, "step %d: %s", step, cx_last_error());
       break;
     }
-    cx_sgd_step(&opt, p);
     last = *(float *)cx_program_tensor(p, "loss")->data;
     if (step == 0) first = last;
   }
@@ -176,7 +184,7 @@ static void test_tiny_cnn_fits(void) {
   CHECK(before.uordblks == after.uordblks, "steps allocated: heap in use %zu -> %zu bytes",
         before.uordblks, after.uordblks);
   CHECK(isfinite(last) && last * 10 <= first, "loss fell only from %g to %g", first, last);
-  cx_sgd_free(&opt);
+  cx_optimizer_free(opt);
   cx_program_free(p);
   cx_graph_free(g);
 }
