@@ -13,7 +13,7 @@
 #include "../import/onnx.h"
 #include "../kernels/cpu/cpu.h"
 #include "../models/zoo.h"
-#include "../train/sgd.h"
+#include "../train/optim_program.h"
 
 static int fails;
 #define CHECK(cond, ...)                                                                           \
@@ -333,22 +333,24 @@ static void check_trains(const char *spec, float lr, float momentum) {
   cx_graph *g = NULL;
   cx_program *p = training_program(spec, 8, &g);
   if (!p) return;
-  cx_sgd opt;
-  CHECK(cx_sgd_init(&opt, p, lr, momentum, 0, false) == CX_OK, "sgd");
+  cx_optim_config c = cx_optim_defaults(CX_OPTIM_SGD);
+  c.momentum = momentum;
+  cx_optimizer *opt = NULL;
+  CHECK(cx_optimizer_for_program(&c, p, &opt) == CX_OK, "sgd: %s", cx_last_error());
   float loss[8] = {0};
   for (int step = 0; step < 8; step++) {
-    if (cx_program_forward(p) != CX_OK || cx_program_backward(p) != CX_OK) {
+    if (cx_program_forward(p) != CX_OK || cx_program_backward(p) != CX_OK ||
+        cx_optimizer_step_program(opt, p, lr) != CX_OK) {
       CHECK(0, "%s: step %d: %s", spec, step, cx_last_error());
       break;
     }
-    cx_sgd_step(&opt, p);
     loss[step] = *(float *)cx_program_tensor(p, "loss")->data;
   }
   float tail = (loss[5] + loss[6] + loss[7]) / 3;
   printf("%s: loss %.4f -> %.4f %.4f %.4f in 8 steps\n", spec, loss[0], loss[5], loss[6], loss[7]);
   CHECK(isfinite(tail) && tail < 0.7f * loss[0], "%s: loss fell only from %g to %g (last three)",
         spec, loss[0], tail);
-  cx_sgd_free(&opt);
+  cx_optimizer_free(opt);
   cx_program_free(p);
   cx_graph_free(g);
 }
