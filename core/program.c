@@ -501,6 +501,19 @@ cx_status cx_program_store(const cx_program *p, cx_graph *g) {
   return p->be->sync(NULL);
 }
 
+cx_status cx_program_copy_params(cx_program *dst, const cx_program *src) {
+  for (int v = 0; v < dst->g->n_values; v++) {
+    const cx_value *x = &dst->g->values[v];
+    if (x->kind != CX_VALUE_PARAM && x->kind != CX_VALUE_STATE) continue;
+    int w = cx_graph_find_value(src->g, x->name);
+    if (w < 0 || value_bytes(&src->g->values[w]) != value_bytes(x))
+      return cx_fail(CX_ERR_ARG, "parameter '%s' has no counterpart of the same size", x->name);
+    CX_TRY(dst->be->copy_async(dst->t[v].data, dst->be->device, src->t[w].data, src->be->device,
+                               value_bytes(x), NULL));
+  }
+  return dst->be->sync(NULL);
+}
+
 cx_memory_plan cx_program_memory(const cx_program *p) { return p->mem; }
 
 int cx_program_buffers(const cx_program *p, const cx_buffer_info **out) {

@@ -38,6 +38,9 @@ int cx_program_param_count(const cx_program *p);
 const char *cx_program_param_name(const cx_program *p, int i);
 cx_tensor *cx_program_param(cx_program *p, int i);
 cx_tensor *cx_program_param_grad(cx_program *p, int i); /* NULL in inference programs */
+/* Copies every parameter and statistic of src into the same-named one of dst (an evaluation
+ * program following a training one); fails naming a value missing or of another size. */
+cx_status cx_program_copy_params(cx_program *dst, const cx_program *src);
 /* Writes the trained parameters and statistics back into g's initializers. */
 cx_status cx_program_store(const cx_program *p, cx_graph *g);
 

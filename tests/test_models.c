@@ -13,7 +13,7 @@
 #include "../import/onnx.h"
 #include "../kernels/cpu/cpu.h"
 #include "../models/zoo.h"
-#include "../train/optim.h"
+#include "../train/optim_program.h"
 
 static int fails;
 #define CHECK(cond, ...)                                                                           \
@@ -333,21 +333,14 @@ static void check_trains(const char *spec, float lr, float momentum) {
   cx_graph *g = NULL;
   cx_program *p = training_program(spec, 8, &g);
   if (!p) return;
-  int n = cx_program_param_count(p);
-  cx_tensor **params = calloc((size_t)n + 1, sizeof *params);
-  cx_tensor **grads = calloc((size_t)n + 1, sizeof *grads);
-  for (int k = 0; k < n; k++) {
-    params[k] = cx_program_param(p, k);
-    grads[k] = cx_program_param_grad(p, k);
-  }
   cx_optim_config c = cx_optim_defaults(CX_OPTIM_SGD);
   c.momentum = momentum, c.weight_decay = 0;
   cx_optimizer *opt = NULL;
-  CHECK(cx_optimizer_create(&c, n, params, NULL, &opt) == CX_OK, "sgd: %s", cx_last_error());
+  CHECK(cx_optimizer_for_program(&c, p, &opt) == CX_OK, "sgd: %s", cx_last_error());
   float loss[8] = {0};
   for (int step = 0; opt && step < 8; step++) {
     if (cx_program_forward(p) != CX_OK || cx_program_backward(p) != CX_OK ||
-        cx_optimizer_step(opt, grads, lr) != CX_OK) {
+        cx_optimizer_step_program(opt, p, lr) != CX_OK) {
       CHECK(0, "%s: step %d: %s", spec, step, cx_last_error());
       break;
     }
@@ -358,8 +351,6 @@ static void check_trains(const char *spec, float lr, float momentum) {
   CHECK(isfinite(tail) && tail < 0.7f * loss[0], "%s: loss fell only from %g to %g (last three)",
         spec, loss[0], tail);
   cx_optimizer_free(opt);
-  free(params);
-  free(grads);
   cx_program_free(p);
   cx_graph_free(g);
 }

@@ -1,0 +1,74 @@
+#ifndef CX_TRAINER_H
+#define CX_TRAINER_H
+
+#include "../core/graph.h"
+#include "../data/data.h"
+#include "optim.h"
+#include "schedule.h"
+
+/* The training loop every stage uses: a model graph (input "input" [N,C,H,W] f32, first output
+ * the logits [N,classes]) is trained with softmax cross-entropy (label smoothing; soft targets
+ * with mixup/cutmix) on an HDF5 data set, evaluated after each epoch, and its trained weights are
+ * written back into the graph. */
+
+typedef struct cx_eval_result {
+  int64_t n;
+  double loss, top1, top5; /* top-k in percent */
+} cx_eval_result;
+
+typedef struct cx_train_step_info {
+  int64_t step, epoch;
+  double loss, lr, grad_norm, accuracy; /* accuracy of the step's batch, percent */
+  double images_per_s, data_wait_s, compute_s;
+} cx_train_step_info;
+
+typedef struct cx_train_opts {
+  const char *train_path, *train_part; /* data set file and part ("" or NULL: main part) */
+  const char *val_path, *val_part;     /* NULL: no evaluation */
+  int64_t batch_size;                  /* images per optimizer step */
+  int accum_steps;                     /* micro-batches per step (batch_size divisible); 0: 1 */
+  int64_t epochs;
+  cx_loader_opts loader;               /* workers, augmentation; batch and seed are set here */
+  cx_augment val_aug;                  /* evaluation preprocessing (normalisation) */
+  cx_optim_config optim;               /* its lr is unused: the schedule gives every step's */
+  cx_schedule schedule;                /* lr: the base rate; total_steps 0: the whole run */
+  float clip_norm;                     /* 0: no clipping */
+  float label_smoothing;
+  uint64_t seed;
+  int log_every;                       /* steps between progress lines; 0: 50 */
+  bool quiet;
+  /* Called after every optimizer step (metrics writers, progress); may be NULL. */
+  void (*on_step)(void *user, const cx_train_step_info *s);
+  void (*on_epoch)(void *user, int64_t epoch, const cx_eval_result *val);
+  void *user;
+} cx_train_opts;
+
+typedef struct cx_train_result {
+  int64_t steps;
+  double seconds, images_per_s, data_wait_s, final_loss;
+  cx_eval_result val;
+} cx_train_result;
+
+/* Running sums for top-k and cross-entropy over batches of logits. */
+typedef struct cx_eval_sums {
+  int64_t n;
+  double loss, top1, top5;
+} cx_eval_sums;
+void cx_logits_score(const float *logits, int64_t n, int64_t classes, const int64_t *labels,
+                     cx_eval_sums *s);
+cx_eval_result cx_eval_sums_result(const cx_eval_sums *s);
+/* Whether the loader's images fit the model's input; the message names the data file. */
+cx_status cx_check_model_input(const cx_graph *model, const cx_batch *b, const char *path);
+
+cx_train_opts cx_train_defaults(void);
+cx_status cx_train(cx_graph *model, const cx_train_opts *o, cx_train_result *r);
+
+/* The same with an inference program already compiled (batch from its input). */
+struct cx_program;
+cx_status cx_evaluate_program(struct cx_program *p, const char *path, const char *part,
+                              const cx_augment *pre, cx_eval_result *r);
+/* Top-1/top-5 and mean cross-entropy of the model on a data set part. */
+cx_status cx_evaluate(const cx_graph *model, const char *path, const char *part,
+                      const cx_augment *pre, int64_t batch, cx_eval_result *r);
+
+#endif
