@@ -16,6 +16,7 @@ apt_packages=(
   python3-h5py                             # the data tests read our HDF5 files with h5py
   python3-torchvision                      # the loader benchmark's PyTorch side
   dataset-fashion-mnist                    # real data for stage tests
+  golang-github-burntsushi-toml-dev        # ships the official toml-test suite (tests only)
 )
 
 missing=()

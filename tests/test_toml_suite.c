@@ -347,9 +347,9 @@ int main(void) {
   snprintf(invalid, sizeof invalid, "%s/invalid", dir);
   struct stat st;
   if (stat(valid, &st) != 0 || stat(invalid, &st) != 0) {
-    printf("toml-test suite not found at %s: skipped (apt-get install "
-           "golang-github-burntsushi-toml-dev, or set CX_TOML_TEST_DIR)\n", dir);
-    return 0;
+    printf("FAIL: toml-test suite not found at %s (scripts/install-deps.sh installs "
+           "golang-github-burntsushi-toml-dev; or set CX_TOML_TEST_DIR)\n", dir);
+    return 1;
   }
   walk(valid, true);
   walk(invalid, false);
