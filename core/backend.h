@@ -11,6 +11,11 @@
 
 typedef struct cx_stream cx_stream; /* opaque per backend; NULL on the CPU */
 
+/* The arithmetic a kernel may use. Tensors between ops stay f32 (master weights, BN statistics
+ * and losses in f32 too); under BF16 the kernels that profit (convolution, matmul) may round
+ * their operands to bf16 and accumulate in f32, as autocast does. */
+typedef enum cx_precision { CX_PRECISION_F32, CX_PRECISION_BF16 } cx_precision;
+
 typedef struct cx_kernel_args {
   const cx_node *node;
   const cx_tensor *in; /* omitted optional inputs have data == NULL */
@@ -20,6 +25,7 @@ typedef struct cx_kernel_args {
   void *state;   /* from prepare: cached primitives, precomputed indices */
   void *scratch; /* scratch_bytes from prepare, owned by the program */
   bool training;
+  cx_precision precision;
   uint64_t seed;  /* program seed; with step and node index, the key of CX_OP_RANDOM streams */
   uint64_t step;
   int node_index;

@@ -17,6 +17,7 @@ struct cx_program {
   int n_fwd;
   const cx_backend *be;
   bool training;
+  cx_precision precision;
   uint64_t seed, step;
   cx_tensor *t;          /* by value id */
   cx_tensor **node_in;   /* by node: its input tensors */
@@ -304,6 +305,7 @@ static cx_kernel_args node_args(const cx_program *p, int i) {
   return (cx_kernel_args){.node = n, .in = p->node_in[i], .n_in = n->n_in,
                           .out = p->node_in[i] + n->n_in, .n_out = n->n_out,
                           .state = p->state[i], .scratch = p->scratch, .training = p->training,
+                          .precision = p->precision,
                           .seed = p->seed, .step = p->step, .node_index = i};
 }
 
@@ -381,6 +383,7 @@ cx_status cx_program_compile(const cx_graph *g, const cx_compile_opts *o, cx_pro
   p->g = cx_graph_clone(g);
   p->be = o->backend;
   p->training = o->training;
+  p->precision = o->precision;
   p->seed = o->seed;
   cx_status s = p->g ? compile(p, o) : cx_fail(CX_ERR_NOMEM, "out of memory");
   if (s != CX_OK) {

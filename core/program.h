@@ -19,6 +19,7 @@ typedef struct cx_compile_opts {
                                 gets a fed gradient input named "<output>@grad" */
   const cx_backend *backend;
   uint64_t seed;             /* Dropout and other random ops */
+  cx_precision precision;    /* F32 (default) or BF16 autocast in the kernels that support it */
 } cx_compile_opts;
 
 /* Called when a parameter's gradient is final within a backward pass, in the order they finish. */
