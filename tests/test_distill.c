@@ -72,11 +72,11 @@ static cx_graph *teacher_cnn(int64_t classes, uint64_t seed) {
   cx_net n;
   cx_feat x;
   cx_net_begin(&n, g, seed, true, 1, 28, 28, &x);
-  x = cx_net_conv_bn_act(&n, "block1", x, 16, 3, 1, 1, CX_NL_RELU);
+  x = cx_net_conv_bn_act(&n, "block1", x, 12, 3, 1, 1, CX_NL_RELU);
   x = cx_net_maxpool(&n, "pool1", x, 2, 2);
-  x = cx_net_conv_bn_act(&n, "block2", x, 32, 3, 1, 1, CX_NL_RELU);
+  x = cx_net_conv_bn_act(&n, "block2", x, 24, 3, 1, 1, CX_NL_RELU);
   x = cx_net_maxpool(&n, "pool2", x, 2, 2);
-  x = cx_net_conv_bn_act(&n, "block3", x, 64, 3, 1, 1, CX_NL_RELU);
+  x = cx_net_conv_bn_act(&n, "block3", x, 48, 3, 1, 1, CX_NL_RELU);
   x = cx_net_pool_flatten(&n, "pool", x);
   x = cx_net_linear(&n, "fc", "logits", x, classes, CX_LINEAR_TORCH_DEFAULT);
   cx_graph_mark_output(g, x.v);
@@ -253,7 +253,7 @@ int main(int argc, char **argv) {
   if (s == CX_OK && argc > 1 && strcmp(argv[1], "--bench") == 0) {
     fails += bench(&p);
   } else {
-    if (s == CX_OK) s = subset(p.train, p.teach, 0, 12000);
+    if (s == CX_OK) s = subset(p.train, p.teach, 0, 10000);
     if (s == CX_OK) s = subset(p.train, p.stud, 0, 3000);
     if (s == CX_OK) s = subset(p.test, p.val, 0, 2000);
     if (s == CX_OK) {
