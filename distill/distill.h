@@ -62,6 +62,13 @@ cx_kd_config cx_kd_config_defaults(void);
  * feature shapes: the student is compiled once at batch 1 to learn them. */
 cx_status cx_kd_graph(const cx_graph *student, const cx_kd_config *c, cx_graph **out);
 
+/* The trainer writes every trained parameter back into the model it was given, so the FitNets
+ * adapters must be in the student while it trains: _add appends them (as PARAMs, unused by the
+ * student's nodes; cx_kd_graph then uses them) and _strip removes them afterwards, before the
+ * student is exported. Hints of other kinds have no parameters. */
+cx_status cx_kd_adapters_add(cx_graph *student, const cx_kd_config *c);
+cx_status cx_kd_adapters_strip(cx_graph *student);
+
 /* ---- the teacher, inference only ---- */
 
 typedef struct cx_kd_teacher cx_kd_teacher;
@@ -181,5 +188,8 @@ cx_status cx_kd_feed(void *user, struct cx_program *train, const cx_batch *b);
  * the epoch before. */
 cx_status cx_kd_set_epoch(cx_kd *kd, int64_t epoch);
 cx_kd_stats cx_kd_get_stats(const cx_kd *kd);
+/* The configuration in use: classes and the hints' teacher shapes filled in (for
+ * cx_kd_adapters_add). */
+const cx_kd_config *cx_kd_get_config(const cx_kd *kd);
 
 #endif

@@ -362,3 +362,5 @@ void cx_kd_attach(cx_kd *kd, cx_train_opts *o) {
 }
 
 cx_kd_stats cx_kd_get_stats(const cx_kd *kd) { return kd->stats; }
+
+const cx_kd_config *cx_kd_get_config(const cx_kd *kd) { return &kd->kd; }

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../core/program.h"
 #include "../core/rng.h"
@@ -86,17 +87,36 @@ static int attention_map(cx_graph *g, int x, int i, const char *side) {
   return cx_graph_op(g, "Div", n, (int[]){flat, norm}, 2);
 }
 
-/* W [Ct, Cs, 1, 1] drawn as PyTorch's Conv2d default: U(-1/sqrt(Cs), 1/sqrt(Cs)) */
-static int fitnet_adapter(cx_graph *g, int x, int64_t cs, int64_t ct, int i, uint64_t seed) {
+static void adapter_name(char *buf, size_t size, int i) {
+  snprintf(buf, size, "distill.adapter.%d.weight", i);
+}
+
+/* W [Ct, Cs, 1, 1] drawn as PyTorch's Conv2d default: U(-1/sqrt(Cs), 1/sqrt(Cs)); an adapter
+ * already in the graph (cx_kd_adapters_add) is used as it is. */
+static int adapter_weight(cx_graph *g, int64_t cs, int64_t ct, int i, uint64_t seed) {
+  char name[96];
+  adapter_name(name, sizeof name, i);
+  cx_shape shape = {4, {ct, cs, 1, 1}};
+  int v = cx_graph_find_value(g, name);
+  if (v >= 0) {
+    if (g->values[v].kind == CX_VALUE_PARAM && cx_shape_equal(&g->values[v].shape, &shape))
+      return v;
+    cx_fail(CX_ERR_SHAPE, "feature hint %d: the student's '%s' is not a [%lld,%lld,1,1] "
+            "parameter", i, name, (long long)ct, (long long)cs);
+    return -1;
+  }
   int64_t n = ct * cs;
   float *w = malloc(sizeof(float) * (size_t)n), bound = 1.0f / sqrtf((float)cs);
   if (!w) return -1;
   uint64_t key = cx_rng_key(seed, 0x4b44ada9, (uint64_t)i);
   for (int64_t j = 0; j < n; j++) w[j] = bound * (2 * cx_rng_uniform(key, (uint64_t)j) - 1);
-  char name[96];
-  snprintf(name, sizeof name, "distill.adapter.%d.weight", i);
-  int wv = cx_graph_param(g, name, &(cx_shape){4, {ct, cs, 1, 1}}, w);
+  v = cx_graph_param(g, name, &shape, w);
   free(w);
+  return v;
+}
+
+static int fitnet_adapter(cx_graph *g, int x, int wv, int i) {
+  char name[96];
   named(name, "distill/hint", i, "adapter");
   int node = cx_graph_node(g, "Conv", name, (int[]){x, wv}, 2, 1);
   cx_node_set_ints(g, node, "kernel_shape", (int64_t[]){1, 1}, 2);
@@ -117,12 +137,21 @@ static cx_status add_hint(cx_graph *g, cx_program *p, const cx_kd_config *c, int
   int tv = cx_graph_input(g, name, CX_F32, &(cx_shape){4, {-1, t[0], t[1], t[2]}});
   int v;
   if (h->kind == CX_HINT_FITNET) {
-    v = mse(g, fitnet_adapter(g, sv, ss.d[1], t[0], i, c->seed), tv, i);
+    int w = adapter_weight(g, ss.d[1], t[0], i, c->seed);
+    if (w < 0) return cx_graph_status(g) != CX_OK ? cx_graph_status(g) : CX_ERR_SHAPE;
+    v = mse(g, fitnet_adapter(g, sv, w, i), tv, i);
   } else {
     v = mse(g, attention_map(g, sv, i, "student"), attention_map(g, tv, i, "teacher"), i);
   }
   *term = (cx_kd_term){v, h->weight > 0 ? h->weight : 1.0f};
   return cx_graph_status(g);
+}
+
+static cx_status check_hint(const cx_kd_hint *h, int i) {
+  if (!h->student || !h->teacher || h->teacher_shape[0] <= 0)
+    return cx_fail(CX_ERR_ARG, "feature hint %d: student and teacher names and the teacher's "
+                   "feature shape are needed", i);
+  return CX_OK;
 }
 
 cx_status cx_kd_add_hints(cx_graph *g, const cx_graph *student, const cx_kd_config *c,
@@ -133,13 +162,57 @@ cx_status cx_kd_add_hints(cx_graph *g, const cx_graph *student, const cx_kd_conf
   CX_TRY(cx_program_compile(student, &co, &p));
   cx_status s = CX_OK;
   for (int i = 0; s == CX_OK && i < c->n_hints; i++) {
-    const cx_kd_hint *h = &c->hints[i];
-    if (!h->student || !h->teacher || h->teacher_shape[0] <= 0)
-      s = cx_fail(CX_ERR_ARG, "feature hint %d: student and teacher names and the teacher's "
-                  "feature shape are needed", i);
-    else
-      s = add_hint(g, p, c, i, &terms[(*n_terms)++]);
+    s = check_hint(&c->hints[i], i);
+    if (s == CX_OK) s = add_hint(g, p, c, i, &terms[(*n_terms)++]);
   }
   cx_program_free(p);
   return s;
+}
+
+/* ---- adapters kept in the student while it trains ---- */
+
+cx_status cx_kd_adapters_add(cx_graph *student, const cx_kd_config *c) {
+  bool any = false;
+  for (int i = 0; i < c->n_hints; i++) any = any || c->hints[i].kind == CX_HINT_FITNET;
+  if (!any) return CX_OK;
+  cx_program *p = NULL;
+  cx_compile_opts co = {.batch = 1, .backend = cx_backend_cpu()};
+  CX_TRY(cx_program_compile(student, &co, &p));
+  cx_status s = CX_OK;
+  for (int i = 0; s == CX_OK && i < c->n_hints; i++) {
+    const cx_kd_hint *h = &c->hints[i];
+    cx_shape ss = {0};
+    s = check_hint(h, i);
+    if (s == CX_OK && h->kind == CX_HINT_FITNET) s = student_shape(p, h, &ss);
+    if (s == CX_OK && h->kind == CX_HINT_FITNET &&
+        adapter_weight(student, ss.d[1], h->teacher_shape[0], i, c->seed) < 0)
+      s = cx_graph_status(student) != CX_OK ? cx_graph_status(student) : CX_ERR_SHAPE;
+  }
+  cx_program_free(p);
+  return s;
+}
+
+static bool is_adapter(const cx_value *v) {
+  return strncmp(v->name, "distill.adapter.", 16) == 0;
+}
+
+cx_status cx_kd_adapters_strip(cx_graph *student) {
+  for (int n = 0; n < student->n_nodes; n++)
+    for (int k = 0; k < student->nodes[n].n_in; k++) {
+      int v = student->nodes[n].in[k];
+      if (v >= 0 && is_adapter(&student->values[v]))
+        return cx_fail(CX_ERR_ARG, "the student's node '%s' reads the adapter '%s'",
+                       student->nodes[n].name, student->values[v].name);
+    }
+  /* cx_kd_adapters_add appended them: they are the last values */
+  while (student->n_values > 0 && is_adapter(&student->values[student->n_values - 1])) {
+    cx_value *v = &student->values[--student->n_values];
+    free(v->name);
+    free(v->init);
+  }
+  for (int v = 0; v < student->n_values; v++)
+    if (is_adapter(&student->values[v]))
+      return cx_fail(CX_ERR_ARG, "the student's adapter '%s' is not among its last values",
+                     student->values[v].name);
+  return CX_OK;
 }

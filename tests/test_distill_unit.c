@@ -139,8 +139,21 @@ static void test_kd_graph(void) {
   c.hints = hints;
   c.n_hints = 2;
   kd_grad_case("kd hints", conv, &c, &S(2, 2, 4, 4));
-  /* refusals */
+  /* adapters kept in the student while it trains are used by the KD graph, then stripped */
   cx_graph *g = NULL;
+  int before = conv->n_values;
+  CHECK(cx_kd_adapters_add(conv, &c) == CX_OK && conv->n_values == before + 1,
+        "adapters add: %s", cx_last_error());
+  CHECK(cx_kd_graph(conv, &c, &g) == CX_OK, "kd graph with adapters: %s", cx_last_error());
+  int adapters = 0;
+  for (int v = 0; g && v < g->n_values; v++)
+    adapters += strncmp(g->values[v].name, "distill.adapter.", 16) == 0;
+  CHECK(adapters == 1, "%d adapters in the KD graph", adapters);
+  cx_graph_free(g);
+  g = NULL;
+  CHECK(cx_kd_adapters_strip(conv) == CX_OK && conv->n_values == before, "strip: %s",
+        cx_last_error());
+  /* refusals */
   hints[0].student = "nope";
   CHECK(cx_kd_graph(conv, &c, &g) == CX_ERR_ARG && strstr(cx_last_error(), "'nope'"),
         "unknown student value: %s", cx_last_error());
