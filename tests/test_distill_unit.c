@@ -12,6 +12,7 @@
 #include "../cli/report.h"
 #include "../core/rng.h"
 #include "../distill/distill.h"
+#include "../export/onnx_export.h"
 #include "op_check.h"
 
 static int fails;
@@ -310,6 +311,26 @@ static void test_report(const char *dir) {
   CHECK(s == CX_ERR_IO && strstr(cx_last_error(), "report.md"), "bad folder: %s", cx_last_error());
 }
 
+/* Latency on our runtime and in ONNX Runtime (skipped when it is not installed). */
+static void test_latency(const char *dir) {
+  cx_graph *g = conv_student();
+  double cpu = NAN, ms = NAN;
+  CHECK(cx_report_cpu_latency(g, 4, 5, &cpu) == CX_OK && cpu > 0 && isfinite(cpu),
+        "cpu latency %g: %s", cpu, cx_last_error());
+  char path[600], version[64] = "";
+  snprintf(path, sizeof path, "%s/student's model.onnx", dir); /* a quote for the shell */
+  CHECK(cx_onnx_export(g, path, NULL) == CX_OK, "export: %s", cx_last_error());
+  cx_status s = cx_report_ort_latency(path, 4, 5, 1, &ms, version, sizeof version);
+  if (s == CX_ERR_UNSUPPORTED) printf("onnxruntime latency skipped: %s\n", cx_last_error());
+  else CHECK(s == CX_OK && ms > 0 && version[0], "ort latency %g: %s", ms, cx_last_error());
+  printf("latency of a tiny CNN at batch 4: ours %.3f ms, onnxruntime %s %.3f ms\n", cpu,
+         version, ms);
+  s = cx_report_ort_latency("/nonexistent.onnx", 1, 1, 1, &ms, NULL, 0);
+  printf("missing model: %s\n", cx_last_error());
+  CHECK(s != CX_OK && strstr(cx_last_error(), "/nonexistent.onnx"), "a missing model was timed");
+  cx_graph_free(g);
+}
+
 int main(void) {
   char dir[] = "/tmp/cx_distill_unit_XXXXXX";
   if (!mkdtemp(dir)) return 1;
@@ -317,6 +338,7 @@ int main(void) {
   test_topk();
   test_cache(dir);
   test_report(dir);
+  test_latency(dir);
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (!getenv("KEEP") && system(cmd) != 0) printf("could not remove %s\n", dir);
