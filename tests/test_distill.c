@@ -177,7 +177,7 @@ static void test_hints(const paths *p, const cx_graph *teacher) {
   CHECK(cx_kd_adapters_strip(s) == CX_OK && s->n_values == values, "strip: %s", cx_last_error());
   printf("student (FitNets + attention hints, 1 epoch): top-1 %.2f%%, loss %.4f\n", r.val.top1,
          r.final_loss);
-  /* chance is 10%: a student that learned nothing stays near it */
+  /* chance is 10%; one epoch of the scratch student gives 32%, of KD without hints 26% */
   CHECK(st != CX_OK || (r.val.top1 > 20 && isfinite(r.final_loss)), "hints did not train");
   cx_graph_free(s);
 }
