@@ -67,6 +67,13 @@ static cell fmt_rate(double v) {
   return c;
 }
 
+static cell threads_text(const cx_report *r) {
+  cell c = {"each runtime's default threads"};
+  if (r->latency_threads > 0)
+    snprintf(c.s, sizeof c.s, "%d thread%s", r->latency_threads, r->latency_threads > 1 ? "s" : "");
+  return c;
+}
+
 /* The columns of the model table, shared by Markdown and HTML. */
 enum { COLUMNS = 11 };
 static const char *const headers[COLUMNS] = {
@@ -120,9 +127,9 @@ cx_status cx_report_markdown(const cx_report *r, FILE *f) {
     for (int i = 0; i < COLUMNS; i++) fprintf(f, "| %s ", c[i].s);
     fprintf(f, "|\n");
   }
-  fprintf(f, "\nLatency: median milliseconds per batch over %d runs (batch 1 and 32); CPU is "
-          "compress's own runtime, ORT is ONNX Runtime %s.\n", r->latency_runs,
-          r->ort_version ? r->ort_version : "(not installed: not measured)");
+  fprintf(f, "\nLatency: median milliseconds per batch over %d runs (batch 1 and 32) with %s; "
+          "CPU is compress's own runtime, ORT is ONNX Runtime %s.\n", r->latency_runs,
+          threads_text(r).s, r->ort_version ? r->ort_version : "(not installed: not measured)");
   if (r->n_stages) fprintf(f, "\n## Stages\n\n| stage | time | training img/s |\n|---|---:|---:|\n");
   for (int s = 0; s < r->n_stages; s++) {
     const cx_report_stage *st = &r->stages[s];
@@ -160,8 +167,8 @@ static void html_models(const cx_report *r, FILE *f) {
     }
     fprintf(f, "</tr>\n");
   }
-  fprintf(f, "</table>\n<p>Latency: median milliseconds per batch over %d runs; CPU is "
-          "compress&#39;s own runtime, ORT is ONNX Runtime ", r->latency_runs);
+  fprintf(f, "</table>\n<p>Latency: median milliseconds per batch over %d runs with %s; CPU is "
+          "compress&#39;s own runtime, ORT is ONNX Runtime ", r->latency_runs, threads_text(r).s);
   cx_xml_text(f, r->ort_version ? r->ort_version : "(not installed: not measured)");
   fprintf(f, ".</p>\n");
 }
@@ -339,7 +346,8 @@ cx_status cx_report_json(const cx_report *r, FILE *f) {
   json_str(f, r->title ? r->title : "compress report");
   fprintf(f, ",\n\"preprocessing\":");
   json_preprocess(f, &r->pre);
-  fprintf(f, ",\n\"latency_runs\":%d,\"onnxruntime\":", r->latency_runs);
+  fprintf(f, ",\n\"latency_runs\":%d,\"latency_threads\":%d,\"onnxruntime\":", r->latency_runs,
+          r->latency_threads);
   if (r->ort_version) json_str(f, r->ort_version);
   else fputs("null", f);
   fprintf(f, ",\n\"models\":[");

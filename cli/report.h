@@ -59,6 +59,7 @@ typedef struct cx_report {
   const cx_report_stage *stages;
   cx_report_preprocess pre;
   int latency_runs;          /* runs the latency medians were taken over */
+  int latency_threads;       /* threads both runtimes used; 0: their defaults */
   const char *ort_version;   /* NULL: ONNX Runtime not installed */
   const char *note;          /* a paragraph of free text, or NULL */
 } cx_report;
@@ -76,8 +77,10 @@ cx_status cx_report_json(const cx_report *r, FILE *f);
 /* ---- measurements ---- */
 
 /* Median milliseconds of `runs` forward passes of an inference program of `model` at `batch`
- * (after two warm-up runs), on inputs of 0.5. */
-cx_status cx_report_cpu_latency(const cx_graph *model, int64_t batch, int runs, double *ms);
+ * (after two warm-up runs), on inputs of 0.5, with `threads` OpenMP threads (0: the default;
+ * the caller's setting is restored). */
+cx_status cx_report_cpu_latency(const cx_graph *model, int64_t batch, int runs, int threads,
+                                double *ms);
 
 /* The same in ONNX Runtime, through /usr/bin/python3 (or $CX_PYTHON) and an embedded script;
  * CX_ERR_UNSUPPORTED when python or onnxruntime is missing. threads 0: ONNX Runtime's default.

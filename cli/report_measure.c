@@ -2,6 +2,7 @@
  * back from metrics.jsonl. */
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,12 +42,7 @@ static void fill_inputs(cx_program *p) {
   }
 }
 
-cx_status cx_report_cpu_latency(const cx_graph *model, int64_t batch, int runs, double *ms) {
-  *ms = NAN;
-  if (runs < 1) return cx_fail(CX_ERR_ARG, "latency: %d runs", runs);
-  cx_program *p = NULL;
-  cx_compile_opts co = {.batch = batch, .backend = cx_backend_cpu()};
-  CX_TRY(cx_program_compile(model, &co, &p));
+static cx_status time_program(cx_program *p, int runs, double *ms) {
   fill_inputs(p);
   double *t = malloc(sizeof(double) * (size_t)runs);
   cx_status s = t ? CX_OK : cx_fail(CX_ERR_NOMEM, "out of memory");
@@ -57,7 +53,21 @@ cx_status cx_report_cpu_latency(const cx_graph *model, int64_t batch, int runs, 
   }
   if (s == CX_OK) *ms = median(t, runs);
   free(t);
+  return s;
+}
+
+cx_status cx_report_cpu_latency(const cx_graph *model, int64_t batch, int runs, int threads,
+                                double *ms) {
+  *ms = NAN;
+  if (runs < 1) return cx_fail(CX_ERR_ARG, "latency: %d runs", runs);
+  int keep = omp_get_max_threads();
+  if (threads > 0) omp_set_num_threads(threads);
+  cx_program *p = NULL;
+  cx_compile_opts co = {.batch = batch, .backend = cx_backend_cpu()};
+  cx_status s = cx_program_compile(model, &co, &p);
+  if (s == CX_OK) s = time_program(p, runs, ms);
   cx_program_free(p);
+  omp_set_num_threads(keep);
   return s;
 }
 

@@ -7,14 +7,19 @@
  *
  * `test_distill --bench` instead measures a KD step's throughput for a ResNet-20 teacher and a
  * MobileNetV2-0.5 student on 1x28x28: student alone, teacher running, cache being filled, cache
- * read. */
+ * read; then, as `--latency` does alone, both models' latency on our runtime and in ONNX Runtime,
+ * printed as the report writer's Markdown. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include "../cli/report.h"
 #include "../distill/distill.h"
+#include "../export/onnx_export.h"
 #include "../models/layers.h"
 #include "../models/zoo.h"
 #include "../train/trainer.h"
@@ -260,6 +265,51 @@ static rate kd_rate(const char *train, const cx_graph *teacher, const char *cach
   return out;
 }
 
+/* Both models' size, cost and latency (ours and ONNX Runtime's, one thread unless
+ * $CX_LATENCY_THREADS says otherwise: a shared machine's other jobs make multi-threaded medians
+ * meaningless) in a report whose Markdown is printed: the report writer on real models. */
+static int bench_report(const paths *p) {
+  const char *specs[2] = {"resnet20:classes=10,input=1x28x28",
+                          "mobilenet_v2:width=0.5,classes=10,input=1x28x28"};
+  const char *names[2] = {"ResNet-20 (untrained)", "MobileNetV2-0.5 (untrained)"};
+  cx_report_model m[2];
+  char onnx[2][128], ort[64] = "";
+  bool have_ort = true;
+  int threads = getenv("CX_LATENCY_THREADS") ? atoi(getenv("CX_LATENCY_THREADS")) : 1;
+  for (int i = 0; i < 2; i++) {
+    cx_graph *g = NULL;
+    cx_model_info info;
+    m[i] = cx_report_model_empty(names[i]);
+    if (cx_model_build(specs[i], &g, &info) != CX_OK) return 1;
+    snprintf(onnx[i], sizeof onnx[i], "%s/model%d.onnx", p->dir, i);
+    cx_onnx_export_opts eo = {.fold_bn = true};
+    if (cx_onnx_export(g, onnx[i], &eo) != CX_OK) return 1;
+    struct stat st;
+    m[i].arch = specs[i], m[i].onnx_path = onnx[i], m[i].params = info.params;
+    m[i].macs = info.macs, m[i].onnx_bytes = stat(onnx[i], &st) == 0 ? st.st_size : -1;
+    for (int b = 0; b < 2; b++) {
+      int64_t batch = b ? 32 : 1;
+      if (cx_report_cpu_latency(g, batch, 20, threads, &m[i].cpu_ms[b]) != CX_OK) return 1;
+      if (have_ort && cx_report_ort_latency(onnx[i], batch, 20, threads, &m[i].ort_ms[b], ort,
+                                            sizeof ort) != CX_OK) {
+        printf("onnxruntime: %s\n", cx_last_error());
+        have_ort = false;
+      }
+    }
+    cx_graph_free(g);
+  }
+  cx_report r = {.title = "Latency of the example's models", .n_models = 2, .models = m,
+                 .latency_runs = 20, .latency_threads = threads,
+                 .ort_version = have_ort ? ort : NULL};
+  r.pre = (cx_report_preprocess){.layout = "NCHW", .pixel_scale = 1.0 / 255, .channels = 1,
+                                 .mean = {0.286}, .std = {0.353}, .height = 28, .width = 28,
+                                 .n_classes = 10};
+  char dir[128];
+  snprintf(dir, sizeof dir, "%s", p->dir);
+  if (cx_report_write(&r, dir) != CX_OK) return 1;
+  return cx_report_markdown(&r, stdout) != CX_OK;
+}
+
 /* Each configuration twice, interleaved, the faster kept: the machine is shared. */
 static int bench(const paths *p) {
   cx_graph *teacher = NULL;
@@ -287,7 +337,7 @@ static int bench(const paths *p) {
     printf("best: %-24s %6.0f img/s (%.0f%% of the student alone)\n", names[i],
            best[i].images_per_s, 100 * best[i].images_per_s / best[0].images_per_s);
   cx_graph_free(teacher);
-  return 0;
+  return bench_report(p);
 }
 
 int main(int argc, char **argv) {
@@ -301,6 +351,8 @@ int main(int argc, char **argv) {
   cx_status s = import_fashion(p.dir, p.train, p.test);
   if (s == CX_OK && argc > 1 && strcmp(argv[1], "--bench") == 0) {
     fails += bench(&p);
+  } else if (s == CX_OK && argc > 1 && strcmp(argv[1], "--latency") == 0) {
+    fails += bench_report(&p);
   } else {
     if (s == CX_OK) s = subset(p.train, p.teach, 0, 10000);
     if (s == CX_OK) s = subset(p.train, p.stud, 0, 3000);

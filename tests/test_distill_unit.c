@@ -315,7 +315,7 @@ static void test_report(const char *dir) {
 static void test_latency(const char *dir) {
   cx_graph *g = conv_student();
   double cpu = NAN, ms = NAN;
-  CHECK(cx_report_cpu_latency(g, 4, 5, &cpu) == CX_OK && cpu > 0 && isfinite(cpu),
+  CHECK(cx_report_cpu_latency(g, 4, 5, 0, &cpu) == CX_OK && cpu > 0 && isfinite(cpu),
         "cpu latency %g: %s", cpu, cx_last_error());
   char path[600], version[64] = "";
   snprintf(path, sizeof path, "%s/student's model.onnx", dir); /* a quote for the shell */
