@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../cli/report.h"
 #include "../distill/distill.h"
@@ -236,16 +236,35 @@ static void test_distillation(const paths *p) {
 
 typedef struct rate {
   double images_per_s, teacher_share; /* share of the training time in the teacher's forward */
+  double images_per_cpu_s;            /* after the first step, per second of process CPU time */
   int64_t teacher_batches;
 } rate;
 
+/* Process CPU time at the first and the last step: on a shared machine, images per CPU second
+ * of a one-thread run measure the work, where wall-clock rates measure the neighbours too. */
+static double cpu_first, cpu_last;
+static int64_t step_first, step_last;
+
+static double cpu_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void on_step(void *user, const cx_train_step_info *s) {
+  (void)user;
+  if (s->step == 1) cpu_first = cpu_now(), step_first = 1;
+  cpu_last = cpu_now(), step_last = s->step;
+}
+
 static rate kd_rate(const char *train, const cx_graph *teacher, const char *cache) {
-  rate out = {NAN, NAN, 0};
+  rate out = {NAN, NAN, NAN, 0};
   cx_graph *s = NULL;
   if (cx_model_build("mobilenet_v2:width=0.5,classes=10,input=1x28x28", &s, NULL) != CX_OK)
     return out;
   cx_train_opts o = recipe(train, NULL, 128, 1);
-  o.log_every = 1000;
+  o.log_every = 1;
+  o.on_step = on_step;
   cx_kd *kd = NULL;
   cx_kd_teacher_spec t = {.graph = teacher, .name = "resnet20"};
   cx_kd_opts ko = {.kd = cx_kd_config_defaults(), .n_teachers = 1, .teachers = &t,
@@ -262,6 +281,7 @@ static rate kd_rate(const char *train, const cx_graph *teacher, const char *cach
   out.images_per_s = r.images_per_s;
   out.teacher_share = ks.teacher_seconds / r.seconds;
   out.teacher_batches = ks.teacher_batches;
+  out.images_per_cpu_s = (double)((step_last - step_first) * 128) / (cpu_last - cpu_first);
   return out;
 }
 
@@ -328,14 +348,18 @@ static int bench(const paths *p) {
     rate r[4] = {kd_rate(p->stud, NULL, NULL), kd_rate(p->stud, teacher, NULL),
                  kd_rate(p->stud, teacher, fill), kd_rate(p->stud, teacher, read)};
     for (int i = 0; i < 4; i++) {
-      printf("run %d %-24s %6.0f img/s, teacher %4.1f%% of the time on %lld batches\n", rep,
-             names[i], r[i].images_per_s, 100 * r[i].teacher_share, (long long)r[i].teacher_batches);
-      if (r[i].images_per_s > best[i].images_per_s) best[i] = r[i];
+      printf("run %d %-24s %6.0f img/s, %6.0f img per CPU s, teacher %4.1f%% of the time on "
+             "%lld batches\n", rep, names[i], r[i].images_per_s, r[i].images_per_cpu_s,
+             100 * r[i].teacher_share, (long long)r[i].teacher_batches);
+      if (r[i].images_per_s > best[i].images_per_s) best[i].images_per_s = r[i].images_per_s;
+      if (r[i].images_per_cpu_s > best[i].images_per_cpu_s)
+        best[i].images_per_cpu_s = r[i].images_per_cpu_s;
     }
   }
   for (int i = 0; i < 4; i++)
-    printf("best: %-24s %6.0f img/s (%.0f%% of the student alone)\n", names[i],
-           best[i].images_per_s, 100 * best[i].images_per_s / best[0].images_per_s);
+    printf("best: %-24s %6.0f img/s (%3.0f%% of the student alone), %6.0f img per CPU s (%3.0f%%)\n",
+           names[i], best[i].images_per_s, 100 * best[i].images_per_s / best[0].images_per_s,
+           best[i].images_per_cpu_s, 100 * best[i].images_per_cpu_s / best[0].images_per_cpu_s);
   cx_graph_free(teacher);
   return bench_report(p);
 }
