@@ -148,7 +148,7 @@ static cx_status fill_hint_shapes(cx_kd *kd) {
 static cx_status open_teachers(cx_kd *kd, const cx_kd_opts *o, const cx_train_opts *train,
                                const cx_dataset_info *d) {
   const char *names[16] = {0};
-  if (o->kd.n_hints > 16) return cx_fail(CX_ERR_ARG, "at most 16 feature hints");
+  if (o->kd.n_hints > 14) return cx_fail(CX_ERR_ARG, "at most 14 feature hints");
   CX_TRY(open_hints(kd, o, names));
   for (int i = 0; i < o->n_teachers; i++) {
     teacher *t = &kd->teachers[i];
