@@ -146,6 +146,14 @@ cx_status cx_kd_data_identity(const char *path, const char *part, uint64_t *id);
 bool cx_kd_aug_random(const cx_augment *a);
 bool cx_kd_aug_mixing(const cx_augment *a);
 
+/* Several teachers' logits [n, classes] each, combined as their softened distributions
+ * averaged with the weights: p = sum_j w_j softmax(z_j / T) / sum_j w_j, written as
+ * T * log p (p clamped at 1e-30), whose softmax at temperature T is p. work holds `classes`
+ * doubles. (Averaging logits instead would be a geometric mean of the distributions.) */
+void cx_kd_combine_teachers(const float *const *logits, const float *weights, int n_teachers,
+                            int64_t n, int64_t classes, float temperature, double *work,
+                            float *out);
+
 /* ---- the trainer hooks ---- */
 
 typedef struct cx_kd_teacher_spec {

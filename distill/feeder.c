@@ -191,8 +191,8 @@ static cx_status open_all(cx_kd *kd, const cx_kd_opts *o, const cx_train_opts *t
 cx_status cx_kd_open(const cx_kd_opts *o, const cx_train_opts *train, cx_kd **out) {
   *out = NULL;
   int accum = train->accum_steps > 0 ? train->accum_steps : 1;
-  if (o->n_teachers < 1 || !o->teachers)
-    return cx_fail(CX_ERR_ARG, "distillation needs at least one teacher");
+  if (o->n_teachers < 1 || o->n_teachers > 16 || !o->teachers)
+    return cx_fail(CX_ERR_ARG, "distillation needs 1 to 16 teachers, not %d", o->n_teachers);
   if (train->batch_size <= 0 || train->batch_size % accum)
     return cx_fail(CX_ERR_ARG, "distillation: batch %lld for %d accumulation steps",
                    (long long)train->batch_size, accum);
@@ -284,25 +284,33 @@ static cx_status teacher_logits(cx_kd *kd, teacher *t, const cx_batch *b) {
   return CX_OK;
 }
 
-/* Several teachers: their softened distributions averaged with the weights, fed as
- * T * log(average), whose softmax at temperature T is that average. */
-static void combine(cx_kd *kd, int64_t n, float *out) {
-  double T = kd->kd.temperature, wsum = 0;
-  for (int i = 0; i < kd->n_teachers; i++) wsum += kd->teachers[i].weight;
-  int64_t C = kd->classes;
+void cx_kd_combine_teachers(const float *const *logits, const float *weights, int n_teachers,
+                            int64_t n, int64_t classes, float temperature, double *work,
+                            float *out) {
+  double T = temperature, wsum = 0;
+  for (int i = 0; i < n_teachers; i++) wsum += weights[i];
   for (int64_t s = 0; s < n; s++) {
-    double *p = kd->mix;
-    memset(p, 0, sizeof(double) * (size_t)C);
-    for (int i = 0; i < kd->n_teachers; i++) {
-      const float *z = kd->teachers[i].logits + s * C;
+    memset(work, 0, sizeof(double) * (size_t)classes);
+    for (int i = 0; i < n_teachers; i++) {
+      const float *z = logits[i] + s * classes;
       double max = z[0], sum = 0;
-      for (int64_t c = 1; c < C; c++) max = fmax(max, z[c]);
-      for (int64_t c = 0; c < C; c++) sum += exp((z[c] - max) / T);
-      for (int64_t c = 0; c < C; c++)
-        p[c] += kd->teachers[i].weight / wsum * exp((z[c] - max) / T) / sum;
+      for (int64_t c = 1; c < classes; c++) max = fmax(max, z[c]);
+      for (int64_t c = 0; c < classes; c++) sum += exp((z[c] - max) / T);
+      for (int64_t c = 0; c < classes; c++)
+        work[c] += weights[i] / wsum * exp((z[c] - max) / T) / sum;
     }
-    for (int64_t c = 0; c < C; c++) out[s * C + c] = (float)(T * log(fmax(p[c], 1e-30)));
+    for (int64_t c = 0; c < classes; c++)
+      out[s * classes + c] = (float)(T * log(fmax(work[c], 1e-30)));
   }
+}
+
+static void combine(cx_kd *kd, int64_t n, float *out) {
+  const float *logits[16];
+  float weights[16];
+  for (int i = 0; i < kd->n_teachers; i++)
+    logits[i] = kd->teachers[i].logits, weights[i] = kd->teachers[i].weight;
+  cx_kd_combine_teachers(logits, weights, kd->n_teachers, n, kd->classes, kd->kd.temperature,
+                         kd->mix, out);
 }
 
 static cx_status write_input(cx_program *p, const char *name, const float *src, int64_t n,

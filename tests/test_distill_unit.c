@@ -13,6 +13,7 @@
 #include "../core/rng.h"
 #include "../distill/distill.h"
 #include "../export/onnx_export.h"
+#include "../train/metrics.h"
 #include "op_check.h"
 
 static int fails;
@@ -212,6 +213,33 @@ static void test_topk(void) {
         (double)cx_f16_to_f32(fill));
 }
 
+/* softmax(combined / T) is the weighted mean of the teachers' softmax(z / T) */
+static void test_combine(void) {
+  float a[2 * 6], b[2 * 6], out[2 * 6], T = 3;
+  random_logits(a, 12, 21, 8);
+  random_logits(b, 12, 22, 8);
+  const float *logits[2] = {a, b}, weights[2] = {1, 3};
+  double work[6], err = 0;
+  cx_kd_combine_teachers(logits, weights, 2, 2, 6, T, work, out);
+  for (int s = 0; s < 2; s++) {
+    double pa[6], pb[6], po[6], sa = 0, sb = 0, so = 0;
+    for (int c = 0; c < 6; c++) {
+      sa += pa[c] = exp(a[s * 6 + c] / T);
+      sb += pb[c] = exp(b[s * 6 + c] / T);
+      so += po[c] = exp(out[s * 6 + c] / T);
+    }
+    for (int c = 0; c < 6; c++)
+      err = fmax(err, fabs(po[c] / so - (0.25 * pa[c] / sa + 0.75 * pb[c] / sb)));
+  }
+  CHECK(err < 1e-6, "combined teachers: distribution off by %g", err);
+  /* one teacher: the same distribution as its own logits */
+  cx_kd_combine_teachers(logits, weights, 1, 2, 6, T, work, out);
+  double shift = out[0] - a[0];
+  err = 0;
+  for (int i = 0; i < 6; i++) err = fmax(err, fabs(out[i] - a[i] - shift));
+  CHECK(err < 1e-4, "a single teacher's logits moved by more than a shift: %g", err);
+}
+
 /* ---- the cache ---- */
 
 static cx_kd_cache *open_cache(const char *dir, const char *key, int64_t samples, int k) {
@@ -311,6 +339,31 @@ static void test_report(const char *dir) {
   CHECK(s == CX_ERR_IO && strstr(cx_last_error(), "report.md"), "bad folder: %s", cx_last_error());
 }
 
+/* Curves read back from metrics.jsonl: lines without the key, or with null, are skipped. */
+static void test_metrics_series(const char *dir) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+  cx_metrics *m = NULL;
+  CHECK(cx_metrics_open(path, false, &m) == CX_OK, "%s", cx_last_error());
+  if (!m) return;
+  const char *names[2] = {"loss", "lr"}, *val[1] = {"val_top1"};
+  double v[3][2] = {{2.5, 0.1}, {NAN, 0.1}, {0.75, 0.05}};
+  for (int i = 0; i < 3; i++) cx_metrics_write(m, 10 * (i + 1), i, 2, names, v[i]);
+  double top1 = 81.5;
+  cx_metrics_write(m, 30, 0, 1, val, &top1);
+  CHECK(cx_metrics_close(m) == CX_OK, "%s", cx_last_error());
+  cx_report_series loss, acc;
+  CHECK(cx_report_metrics_series(path, NULL, "step", "loss", &loss) == CX_OK, "%s", cx_last_error());
+  CHECK(loss.n == 2 && loss.x[0] == 10 && loss.y[0] == 2.5 && loss.x[1] == 30 && loss.y[1] == 0.75,
+        "loss series: %d points", loss.n);
+  CHECK(cx_report_metrics_series(path, "\"val_top1\"", "epoch", "val_top1", &acc) == CX_OK &&
+        acc.n == 1 && acc.y[0] == 81.5, "accuracy series: %d points", acc.n);
+  cx_report_series_free(&loss);
+  cx_report_series_free(&acc);
+  CHECK(cx_report_metrics_series("/nonexistent.jsonl", NULL, "step", "loss", &loss) == CX_ERR_IO,
+        "a missing metrics file was read");
+}
+
 /* Latency on our runtime and in ONNX Runtime (skipped when it is not installed). */
 static void test_latency(const char *dir) {
   cx_graph *g = conv_student();
@@ -336,9 +389,11 @@ int main(void) {
   if (!mkdtemp(dir)) return 1;
   test_kd_graph();
   test_topk();
+  test_combine();
   test_cache(dir);
   test_report(dir);
   test_latency(dir);
+  test_metrics_series(dir);
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (!getenv("KEEP") && system(cmd) != 0) printf("could not remove %s\n", dir);
