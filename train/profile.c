@@ -198,7 +198,8 @@ static void print_row(FILE *f, const cx_profile_entry *e, double step, int width
   double total = entry_total(e), share = step > 0 ? 100.0 * total / step : 0;
   if (e->host_ms > 0 && e->forward_ms + e->backward_ms == 0) /* measured outside the program */
     fprintf(f, "  %10s  %11s  %9.3f  %5.1f%%\n", "-", "-", total, share);
-  else fprintf(f, "  %10.3f  %11.3f  %9.3f  %5.1f%%\n", e->forward_ms, e->backward_ms, total, share);
+  else
+    fprintf(f, "  %10.3f  %11.3f  %9.3f  %5.1f%%\n", e->forward_ms, e->backward_ms, total, share);
 }
 
 static int name_width(const cx_profile_entry *e, int n, int min, int max) {
