@@ -2,6 +2,8 @@
 #define CX_TRAINER_H
 
 #include "../core/graph.h"
+
+struct cx_program;
 #include "../data/data.h"
 #include "optim.h"
 #include "schedule.h"
@@ -37,6 +39,11 @@ typedef struct cx_train_opts {
   uint64_t seed;
   int log_every;                       /* steps between progress lines; 0: 50 */
   bool quiet;
+  /* Stages that train with another loss (distillation) build the training graph themselves —
+   * it must take "input", have a scalar output "loss" first and the logits second — and feed
+   * their extra inputs before each micro-batch's forward pass. NULL: cx_train_graph, no feed. */
+  cx_status (*build_graph)(void *user, const cx_graph *model, cx_graph **out);
+  cx_status (*feed)(void *user, struct cx_program *train, const cx_batch *b);
   /* Called after every optimizer step (metrics writers, progress); may be NULL. */
   void (*on_step)(void *user, const cx_train_step_info *s);
   void (*on_epoch)(void *user, int64_t epoch, const cx_eval_result *val);
