@@ -103,15 +103,21 @@ static cx_status prepare_out(const train_args *a, const char *out, char *resume,
   return CX_OK;
 }
 
-/* A copy of the config beside the outputs, written under a temporary name and renamed. */
+/* A copy of the config beside the outputs, written under a temporary name and renamed. Its
+ * first line says where relative paths in it point (comments do not change the config hash). */
 static cx_status copy_config(const char *config, const char *out) {
-  char path[PATH_MAX_], tmp[PATH_MAX_ + 32];
+  char path[PATH_MAX_], tmp[PATH_MAX_ + 32], abs[PATH_MAX_], cwd[PATH_MAX_ - 200] = "";
+  if (config[0] != '/' && !getcwd(cwd, sizeof cwd)) cwd[0] = 0;
+  snprintf(abs, sizeof abs, "%s%s%s", cwd, *cwd ? "/" : "", config);
   snprintf(path, sizeof path, "%s/config.toml", out);
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
   FILE *in = fopen(config, "rb"), *o = in ? fopen(tmp, "wb") : NULL;
   char buf[8192];
   size_t n;
   bool ok = in && o;
+  if (ok)
+    ok = fprintf(o, "# copied by compress train from %s; relative paths below are relative to "
+                 "that file's folder\n", abs) > 0;
   while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, n, o) == n;
   ok = ok && !ferror(in);
   if (in) fclose(in);

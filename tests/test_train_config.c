@@ -133,8 +133,8 @@ static void test_errors(void) {
   expect_error(edit(11, ""), "10:1", "missing key 'epochs'");
   expect_error(edit(20, "threads = 2\nthread = 1"), "21:1", "did you mean 'threads'?");
   expect_error(edit(1, "[modle]"), "1:2", "did you mean 'model'?");
-  expect_error("run = 3\n[model]\nspec = \"x\"\n[data]\ntrain = \"t.h5\"\n[train]\nepochs = 1\n", "1:7",
-               "must be a table");
+  expect_error("run = 3\n[model]\nspec = \"x\"\n[data]\ntrain = \"t.h5\"\n[train]\nepochs = 1\n",
+               "1:7", "must be a table");
 }
 
 static void hash_of(const char *text, char *out) {
@@ -185,7 +185,8 @@ static void test_diagnostics(void) {
   }
   cx_diag d = {.classes = 10};
   int warnings = 0;
-  for (int s = 1; s <= 20; s++) warnings += cx_diag_gradients(&d, s * 10, 2.0 + 0.1 * s, ok, 8) != NULL;
+  for (int s = 1; s <= 20; s++)
+    warnings += cx_diag_gradients(&d, s * 10, 2.0 + 0.1 * s, ok, 8) != NULL;
   CHECK(warnings == 0, "a healthy run warned: %s", d.msg);
   const char *w = cx_diag_gradients(&d, 300, 2.0, vanish, 8);
   CHECK(w && strstr(w, "vanishing") && strstr(w, "conv1.weight") && strstr(w, "BatchNorm"),

@@ -191,7 +191,8 @@ static int64_t checkpoint_step(const char *name) {
 static cx_status checkpoint_steps(const char *dir, int64_t **steps, int *n) {
   *steps = NULL, *n = 0;
   DIR *d = opendir(dir);
-  if (!d && errno == ENOENT) return cx_fail(CX_ERR_IO, "%s: no such folder, so no checkpoint", dir);
+  if (!d && errno == ENOENT)
+    return cx_fail(CX_ERR_IO, "%s: no such folder, so no checkpoint", dir);
   if (!d) return cx_fail(CX_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
   int cap = 0;
   for (struct dirent *e; (e = readdir(d));) {
@@ -429,7 +430,8 @@ static void progress(run *r, const cx_train_step_info *s) {
 static void log_step(run *r, double gnorm, float lr, cx_train_result *res) {
   const cx_train_opts *o = r->o;
   double t = now(), wait = cx_loader_wait_seconds(r->loader);
-  double steps = r->win.steps > 0 ? r->win.steps : 1, images = r->win.images > 0 ? r->win.images : 1;
+  double steps = r->win.steps > 0 ? r->win.steps : 1;
+  double images = r->win.images > 0 ? r->win.images : 1;
   cx_train_step_info s = {.step = r->step, .epoch = r->epoch, .loss = r->win.loss / steps,
                           .lr = lr, .grad_norm = gnorm, .accuracy = 100 * r->win.correct / images,
                           .images_per_s = r->images_log / (t - r->t_log),
