@@ -142,7 +142,8 @@ static cx_status open_program(run *r, const cx_graph *model) {
   const cx_train_opts *o = r->o;
   bool soft = o->loader.aug.mixup_alpha > 0 || o->loader.aug.cutmix_alpha > 0;
   cx_graph *g = NULL;
-  CX_TRY(cx_train_graph(model, o->label_smoothing, soft ? r->classes : 0, &g));
+  if (o->build_graph) CX_TRY(o->build_graph(o->user, model, &g));
+  else CX_TRY(cx_train_graph(model, o->label_smoothing, soft ? r->classes : 0, &g));
   cx_compile_opts co = {.batch = r->micro, .training = true, .loss = "loss",
                         .backend = cx_backend_cpu(), .seed = o->seed};
   cx_status s = cx_program_compile(g, &co, &r->train);
@@ -292,9 +293,9 @@ static cx_status feed(run *r, const cx_batch *b) {
     memcpy(t->data, b->targets, cx_tensor_nbytes(t));
   } else {
     cx_tensor *t = cx_program_tensor(r->train, "labels");
-    memcpy(t->data, b->labels, cx_tensor_nbytes(t));
+    if (t) memcpy(t->data, b->labels, cx_tensor_nbytes(t));
   }
-  return CX_OK;
+  return r->o->feed ? r->o->feed(r->o->user, r->train, b) : CX_OK;
 }
 
 /* Forward and backward of one micro-batch; a non-finite loss stops training naming the op. */

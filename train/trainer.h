@@ -5,6 +5,8 @@
 #include <stdio.h>
 
 #include "../core/graph.h"
+
+struct cx_program;
 #include "../data/data.h"
 #include "optim.h"
 #include "schedule.h"
@@ -57,6 +59,11 @@ typedef struct cx_train_opts {
   const char *resume_from;             /* a checkpoint to continue from; NULL: a fresh start */
   int64_t stop_after;                  /* stop with a checkpoint at this step; 0: never */
   const volatile sig_atomic_t *interrupt; /* set by a signal handler: the same, after this step */
+  /* Stages that train with another loss (distillation) build the training graph themselves —
+   * it must take "input", have a scalar output "loss" first and the logits second — and feed
+   * their extra inputs before each micro-batch's forward pass. NULL: cx_train_graph, no feed. */
+  cx_status (*build_graph)(void *user, const cx_graph *model, cx_graph **out);
+  cx_status (*feed)(void *user, struct cx_program *train, const cx_batch *b);
   /* Called at every logged step (metrics writers), and after each evaluation; may be NULL. */
   void (*on_step)(void *user, const cx_train_step_info *s);
   void (*on_epoch)(void *user, int64_t epoch, int64_t step, const cx_eval_result *val);
