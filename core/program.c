@@ -462,6 +462,10 @@ cx_status cx_program_backward(cx_program *p) {
   return CX_OK;
 }
 
+uint64_t cx_program_step(const cx_program *p) { return p->step; }
+
+void cx_program_set_step(cx_program *p, uint64_t step) { p->step = step; }
+
 void cx_program_set_grad_hook(cx_program *p, cx_grad_ready_fn fn, void *user) {
   p->hook = fn;
   p->hook_user = user;
