@@ -16,14 +16,17 @@ typedef struct demo_opts {
   bool json;
 } demo_opts;
 
+/* Random data with something to learn: each image is its class's random pattern plus noise. */
 static void fill_batch(cx_program *p, int batch, int size, int classes, uint64_t seed) {
   cx_tensor *x = cx_program_tensor(p, "images"), *y = cx_program_tensor(p, "labels");
   float *xd = x->data;
-  int64_t *yd = y->data;
-  for (int64_t i = 0; i < (int64_t)batch * size * size; i++)
-    xd[i] = cx_rng_normal(cx_rng_key(seed, 1, 0), (uint64_t)i);
-  for (int i = 0; i < batch; i++)
+  int64_t *yd = y->data, pixels = (int64_t)size * size;
+  for (int i = 0; i < batch; i++) {
     yd[i] = (int64_t)(cx_rng_uniform(cx_rng_key(seed, 2, 0), (uint64_t)i) * classes);
+    for (int64_t j = 0; j < pixels; j++)
+      xd[i * pixels + j] = cx_rng_normal(cx_rng_key(seed, 3, (uint64_t)yd[i]), (uint64_t)j) +
+                           0.5f * cx_rng_normal(cx_rng_key(seed, 1, 0), (uint64_t)(i * pixels + j));
+  }
 }
 
 static double seconds(void) {
@@ -66,7 +69,7 @@ static cx_status train(const demo_opts *o, float *first, float *last, cx_memory_
 }
 
 static int run(int argc, char **argv) {
-  demo_opts o = {.steps = 100, .batch = 32, .log_every = 10, .seed = 1};
+  demo_opts o = {.steps = 300, .batch = 32, .log_every = 20, .seed = 1};
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--json") == 0) o.json = true;
@@ -103,8 +106,8 @@ const cx_command cx_cmd_demo = {
     .usage = "usage: compress demo [--steps N] [--batch N] [--seed N] [--json]\n\n"
              "Builds a small CNN with the graph-builder API, compiles it into a training\n"
              "program (printing its planned memory), and fits one fixed batch of random\n"
-             "images and labels with SGD + momentum, printing the loss every 10 steps.\n\n"
-             "    --steps N   training steps (default 100)\n"
+             "images and labels with SGD + momentum, printing the loss every 20 steps.\n\n"
+             "    --steps N   training steps (default 300)\n"
              "    --batch N   batch size (default 32)\n"
              "    --seed N    seed for weights and data (default 1)\n"
              "    --json      print one JSON object with the first and final loss\n",

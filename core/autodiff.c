@@ -122,11 +122,11 @@ static cx_status grad_of_node(cx_graph *g, int i, contribs *acc, const bool *req
     dx[k] = -1;
   }
   if (!any_dy || !any_need) return CX_OK;
+  CX_TRY(cx_graph_reserve(g, 64, 256)); /* the rule may hold pointers into g while it adds */
   const cx_node *n = &g->nodes[i];
   if (!n->op->grad)
     return cx_fail(CX_ERR_UNSUPPORTED, "node '%s' (%s): the op has no gradient, but a parameter "
                    "before it is trained", n->name, n->op->name);
-  CX_TRY(cx_graph_reserve(g, 64, 256));
   cx_grad_ctx ctx = {.g = g, .node = i, .dy = dy, .dx = dx, .need = need, .shape = shapes};
   cx_status s = n->op->grad(&ctx);
   if (s == CX_OK) s = cx_graph_status(g);

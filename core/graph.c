@@ -148,6 +148,11 @@ void cx_graph_mark_output(cx_graph *g, int value) {
 
 int cx_graph_node(cx_graph *g, const char *op, const char *name, const int *in, int n_in,
                   int n_out) {
+  return cx_graph_node_named(g, op, name, in, n_in, NULL, n_out);
+}
+
+int cx_graph_node_named(cx_graph *g, const char *op, const char *name, const int *in, int n_in,
+                        const char *const *out_names, int n_out) {
   if (g->status) return -1;
   const cx_op_def *def = cx_op_find(op);
   if (!def) {
@@ -179,7 +184,8 @@ int cx_graph_node(cx_graph *g, const char *op, const char *name, const int *in, 
   g->n_nodes++;
   for (int k = 0; k < n_out; k++) {
     char buf[512];
-    if (n_out == 1) snprintf(buf, sizeof buf, "%s", name);
+    if (out_names && out_names[k] && *out_names[k]) snprintf(buf, sizeof buf, "%s", out_names[k]);
+    else if (n_out == 1) snprintf(buf, sizeof buf, "%s", name);
     else snprintf(buf, sizeof buf, "%s:%d", name, k);
     int v = add_value(g, buf, CX_VALUE_ACT, CX_F32, NULL);
     g->nodes[id].out[k] = v;

@@ -85,6 +85,9 @@ void cx_graph_mark_output(cx_graph *g, int value);
 /* Adds a node of an op from the registry, making n_out fresh output values named
  * "<name>" (one output) or "<name>:<k>". Returns the node index, or -1 after an error. */
 int cx_graph_node(cx_graph *g, const char *op, const char *name, const int *in, int n_in, int n_out);
+/* The same with the outputs' names given (ONNX import); a NULL or empty name gets the default. */
+int cx_graph_node_named(cx_graph *g, const char *op, const char *name, const int *in, int n_in,
+                        const char *const *out_names, int n_out);
 /* Single-output convenience: returns the output value id. */
 int cx_graph_op(cx_graph *g, const char *op, const char *name, const int *in, int n_in);
 int cx_node_output(const cx_graph *g, int node, int k);

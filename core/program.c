@@ -82,9 +82,10 @@ static cx_status use_train_ops(cx_graph *g) {
         snprintf(base, sizeof base, "%s:saved%d", n->name, k);
         CX_TRY(cx_graph_reserve(g, 0, 1));
         n = &g->nodes[i];
+        char *unique = cx_graph_unique_name(g, base);
         int id = g->n_values++;
-        g->values[id] = (cx_value){.name = cx_graph_unique_name(g, base), .kind = CX_VALUE_ACT,
-                                   .dtype = CX_F32, .producer = i};
+        g->values[id] = (cx_value){.name = unique, .kind = CX_VALUE_ACT, .dtype = CX_F32,
+                                   .producer = i};
         n->out[k] = id;
       }
       n->n_out = want;

@@ -26,7 +26,13 @@ if ((${#missing[@]})); then
 fi
 
 # ONNX Runtime and the ONNX checker are not in Debian; the tests use them from PyPI, installed into
-# the Debian interpreter so that they sit beside python3-torch and python3-numpy.
-if ! /usr/bin/python3 -c 'import onnxruntime, onnx' 2>/dev/null; then
-  /usr/bin/python3 -m pip install --quiet --break-system-packages onnxruntime onnx
+# the Debian interpreter so that they sit beside python3-torch. Debian's torch is built against
+# numpy 1.x, so numpy (and onnx's ml-dtypes) are held below 2: with numpy 2 from PyPI, torch's
+# tensor.numpy() fails with "Numpy is not available".
+pip_packages=("numpy<2" "ml-dtypes<0.6" onnx onnxruntime)
+if ! /usr/bin/python3 -c '
+import numpy, onnx, onnxruntime, torch
+assert numpy.__version__.startswith("1.")
+torch.zeros(1).numpy()' 2>/dev/null; then
+  /usr/bin/python3 -m pip install --quiet --break-system-packages "${pip_packages[@]}"
 fi

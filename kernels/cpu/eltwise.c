@@ -1,3 +1,97 @@
-#include "cpu.h"
+/* CPU kernels of the element-wise family: Add, Sub, Mul, Div, Sum, Neg, and the broadcast /
+ * reduce-to pair BroadcastTo and ReduceSumTo. The loops live in eltwise_engine.c and
+ * reduce_engine.c. */
 
-const cx_kernel cx_cpu_eltwise[] = {{NULL, NULL, NULL, NULL}};
+#include <string.h>
+
+#include "../../core/ops/eltwise.h"
+#include "cpu.h"
+#include "eltwise_engine.h"
+
+enum { SUM_CHUNK = 4096, PAR_MIN = 1 << 15 };
+
+static cx_status binary(const cx_kernel_args *a, cx_bin_op op) {
+  cx_cpu_binary(op, 1.0f, cx_f32(&a->out[0]), &a->out[0].shape, cx_f32(&a->in[0]),
+                &a->in[0].shape, cx_f32(&a->in[1]), &a->in[1].shape);
+  return CX_OK;
+}
+
+static cx_status run_add(const cx_kernel_args *a) { return binary(a, CX_BIN_ADD); }
+static cx_status run_sub(const cx_kernel_args *a) { return binary(a, CX_BIN_SUB); }
+static cx_status run_mul(const cx_kernel_args *a) { return binary(a, CX_BIN_MUL); }
+static cx_status run_div(const cx_kernel_args *a) { return binary(a, CX_BIN_DIV); }
+
+static cx_status run_neg(const cx_kernel_args *a) {
+  const cx_shape *s = &a->out[0].shape;
+  cx_cpu_binary(CX_BIN_COPY, -1.0f, cx_f32(&a->out[0]), s, cx_f32(&a->in[0]), s, NULL, NULL);
+  return CX_OK;
+}
+
+/* The next present input at or after i (omitted optional inputs have no data), or n_in. */
+static int next_live(const cx_kernel_args *a, int i) {
+  while (i < a->n_in && !a->in[i].data) i++;
+  return i;
+}
+
+/* Equal shapes (the autodiff adding gradients of several consumers): one pass over the output in
+ * cache-sized chunks, adding every input into the chunk while it is hot. */
+static void sum_same_shape(const cx_kernel_args *a) {
+  float *y = cx_f32(&a->out[0]);
+  int64_t n = cx_tensor_numel(&a->out[0]), chunks = (n + SUM_CHUNK - 1) / SUM_CHUNK;
+  int first = next_live(a, 0), second = next_live(a, first + 1);
+#pragma omp parallel for schedule(static) if (n * a->n_in > PAR_MIN)
+  for (int64_t c = 0; c < chunks; c++) {
+    int64_t off = c * SUM_CHUNK, len = n - off < SUM_CHUNK ? n - off : SUM_CHUNK;
+    const float *x0 = cx_f32(&a->in[first]) + off;
+    if (second >= a->n_in) memcpy(y + off, x0, sizeof(float) * (size_t)len);
+    else cx_cpu_row_add(y + off, x0, cx_f32(&a->in[second]) + off, len);
+    for (int k = next_live(a, second + 1); k < a->n_in; k = next_live(a, k + 1))
+      cx_cpu_row_add(y + off, y + off, cx_f32(&a->in[k]) + off, len);
+  }
+}
+
+static cx_status run_sum(const cx_kernel_args *a) {
+  bool same = true;
+  for (int i = next_live(a, 0); i < a->n_in; i = next_live(a, i + 1))
+    same = same && cx_shape_equal(&a->in[i].shape, &a->out[0].shape);
+  if (same) {
+    sum_same_shape(a);
+    return CX_OK;
+  }
+  /* broadcasting: spread the first input over the output, then add the rest in place */
+  float *y = cx_f32(&a->out[0]);
+  const cx_shape *ys = &a->out[0].shape;
+  int first = next_live(a, 0);
+  cx_cpu_binary(CX_BIN_COPY, 1.0f, y, ys, cx_f32(&a->in[first]), &a->in[first].shape, NULL, NULL);
+  for (int k = next_live(a, first + 1); k < a->n_in; k = next_live(a, k + 1))
+    cx_cpu_binary(CX_BIN_ADD, 1.0f, y, ys, y, ys, cx_f32(&a->in[k]), &a->in[k].shape);
+  return CX_OK;
+}
+
+static cx_status run_reduce_sum_to(const cx_kernel_args *a) {
+  cx_shape keep;
+  CX_TRY(cx_reduce_to_keep_shape(a->node, &a->out[0].shape, &a->in[0].shape, &keep));
+  cx_cpu_reduce_to(cx_f32(&a->out[0]), &keep, cx_f32(&a->in[0]), &a->in[0].shape,
+                   cx_node_float(a->node, "scale", 1.0f));
+  return CX_OK;
+}
+
+static cx_status run_broadcast_to(const cx_kernel_args *a) {
+  cx_shape keep;
+  CX_TRY(cx_reduce_to_keep_shape(a->node, &a->in[0].shape, &a->out[0].shape, &keep));
+  cx_cpu_binary(CX_BIN_COPY, cx_node_float(a->node, "scale", 1.0f), cx_f32(&a->out[0]),
+                &a->out[0].shape, cx_f32(&a->in[0]), &keep, NULL, NULL);
+  return CX_OK;
+}
+
+const cx_kernel cx_cpu_eltwise[] = {
+    {"Add", NULL, run_add, NULL},
+    {"Sub", NULL, run_sub, NULL},
+    {"Mul", NULL, run_mul, NULL},
+    {"Div", NULL, run_div, NULL},
+    {"Sum", NULL, run_sum, NULL},
+    {"Neg", NULL, run_neg, NULL},
+    {"ReduceSumTo", NULL, run_reduce_sum_to, NULL},
+    {"BroadcastTo", NULL, run_broadcast_to, NULL},
+    {NULL, NULL, NULL, NULL},
+};

@@ -1,3 +1,151 @@
+#include <math.h>
+#include <stdint.h>
+
 #include "cpu.h"
 
-const cx_kernel cx_cpu_norm[] = {{NULL, NULL, NULL, NULL}};
+/* Batch normalization on NCHW (any rank >= 2: [N, C, spatial...]). Hand-written: per channel the
+ * data is N planes of `S` contiguous floats, so one thread per channel streams its planes with
+ * vectorised loops, and the statistics need no cross-thread reduction. */
+
+enum { LANES = 16 };
+
+typedef struct bn_dims {
+  int64_t n, c, s; /* batch, channels, spatial size */
+} bn_dims;
+
+static bn_dims bn_dims_of(const cx_tensor *x) {
+  bn_dims d = {x->shape.d[0], x->shape.d[1], 1};
+  for (int i = 2; i < x->shape.ndim; i++) d.s *= x->shape.d[i];
+  return d;
+}
+
+/* Sums in LANES independent float accumulators (which the compiler vectorises without
+ * reassociating), folded into double once per plane. */
+static double plane_sum(const float *x, int64_t s) {
+  float acc[LANES] = {0};
+  int64_t i = 0;
+  for (; i + LANES <= s; i += LANES)
+    for (int j = 0; j < LANES; j++) acc[j] += x[i + j];
+  double t = 0;
+  for (; i < s; i++) t += x[i];
+  for (int j = 0; j < LANES; j++) t += acc[j];
+  return t;
+}
+
+static double plane_sq_dev(const float *x, int64_t s, float m) {
+  float acc[LANES] = {0};
+  int64_t i = 0;
+  for (; i + LANES <= s; i += LANES)
+    for (int j = 0; j < LANES; j++) acc[j] += (x[i + j] - m) * (x[i + j] - m);
+  double t = 0;
+  for (; i < s; i++) t += (double)(x[i] - m) * (x[i] - m);
+  for (int j = 0; j < LANES; j++) t += acc[j];
+  return t;
+}
+
+/* sum(dy) and sum(dy * (x - m)) */
+static void plane_dot(const float *dy, const float *x, int64_t s, float m, double *sdy,
+                      double *sdyx) {
+  float a[LANES] = {0}, b[LANES] = {0};
+  int64_t i = 0;
+  for (; i + LANES <= s; i += LANES)
+    for (int j = 0; j < LANES; j++) {
+      a[j] += dy[i + j];
+      b[j] += dy[i + j] * (x[i + j] - m);
+    }
+  for (; i < s; i++) {
+    *sdy += dy[i];
+    *sdyx += (double)dy[i] * (x[i] - m);
+  }
+  for (int j = 0; j < LANES; j++) {
+    *sdy += a[j];
+    *sdyx += b[j];
+  }
+}
+
+static void plane_affine(const float *x, float *y, int64_t s, float a, float b) {
+  for (int64_t i = 0; i < s; i++) y[i] = x[i] * a + b;
+}
+
+static cx_status bn_infer_run(const cx_kernel_args *a) {
+  bn_dims d = bn_dims_of(&a->in[0]);
+  const float *x = cx_f32(&a->in[0]), *scale = cx_f32(&a->in[1]), *bias = cx_f32(&a->in[2]);
+  const float *mean = cx_f32(&a->in[3]), *var = cx_f32(&a->in[4]);
+  float *y = cx_f32(&a->out[0]);
+  float eps = cx_node_float(a->node, "epsilon", 1e-5f);
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < d.n * d.c; p++) {
+    int64_t c = p % d.c;
+    float k = scale[c] / sqrtf(var[c] + eps);
+    plane_affine(x + p * d.s, y + p * d.s, d.s, k, bias[c] - mean[c] * k);
+  }
+  return CX_OK;
+}
+
+/* One channel of BatchNormTrain: statistics (two passes, for accuracy), output, running stats. */
+static void bn_train_channel(const cx_kernel_args *a, bn_dims d, int64_t c, float eps) {
+  const float *x = cx_f32(&a->in[0]);
+  float *y = cx_f32(&a->out[0]);
+  double m = (double)d.n * d.s, sum = 0, sq = 0;
+  for (int64_t n = 0; n < d.n; n++) sum += plane_sum(x + (n * d.c + c) * d.s, d.s);
+  float mean = (float)(sum / m);
+  for (int64_t n = 0; n < d.n; n++) sq += plane_sq_dev(x + (n * d.c + c) * d.s, d.s, mean);
+  double var = sq / m;
+  float invstd = (float)(1.0 / sqrt(var + eps));
+  float k = cx_f32(&a->in[1])[c] * invstd, b = cx_f32(&a->in[2])[c] - mean * k;
+  for (int64_t n = 0; n < d.n; n++)
+    plane_affine(x + (n * d.c + c) * d.s, y + (n * d.c + c) * d.s, d.s, k, b);
+  cx_f32(&a->out[1])[c] = mean;
+  cx_f32(&a->out[2])[c] = invstd;
+  if (a->training) {
+    float mom = cx_node_float(a->node, "momentum", 0.9f);
+    double unbiased = m > 1 ? var * m / (m - 1) : var;
+    float *rm = cx_f32(&a->in[3]), *rv = cx_f32(&a->in[4]);
+    rm[c] = rm[c] * mom + mean * (1 - mom);
+    rv[c] = (float)(rv[c] * mom + unbiased * (1 - mom));
+  }
+}
+
+static cx_status bn_train_run(const cx_kernel_args *a) {
+  bn_dims d = bn_dims_of(&a->in[0]);
+  float eps = cx_node_float(a->node, "epsilon", 1e-5f);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < d.c; c++) bn_train_channel(a, d, c, eps);
+  return CX_OK;
+}
+
+/* dX = scale * invstd * (dY - mean(dY) - xhat * mean(dY * xhat)), dScale = sum(dY * xhat),
+ * dBias = sum(dY), with xhat = (X - mean) * invstd. */
+static void bn_grad_channel(const cx_kernel_args *a, bn_dims d, int64_t c) {
+  const float *dy = cx_f32(&a->in[0]), *x = cx_f32(&a->in[1]);
+  float mean = cx_f32(&a->in[3])[c], invstd = cx_f32(&a->in[4])[c];
+  double sdy = 0, sdyx = 0, m = (double)d.n * d.s;
+  for (int64_t n = 0; n < d.n; n++) {
+    int64_t o = (n * d.c + c) * d.s;
+    plane_dot(dy + o, x + o, d.s, mean, &sdy, &sdyx);
+  }
+  float k = cx_f32(&a->in[2])[c] * invstd;
+  float kx = (float)(k * invstd * invstd * sdyx / m), b = (float)(-k * sdy / m) + kx * mean;
+  float *dx = cx_f32(&a->out[0]);
+  /* dX = k * dY - kx * X + b, with the mean terms folded into b */
+  for (int64_t n = 0; n < d.n; n++) {
+    int64_t o = (n * d.c + c) * d.s;
+    for (int64_t i = 0; i < d.s; i++) dx[o + i] = k * dy[o + i] - kx * x[o + i] + b;
+  }
+  cx_f32(&a->out[1])[c] = (float)(sdyx * invstd);
+  cx_f32(&a->out[2])[c] = (float)sdy;
+}
+
+static cx_status bn_grad_run(const cx_kernel_args *a) {
+  bn_dims d = bn_dims_of(&a->in[1]);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < d.c; c++) bn_grad_channel(a, d, c);
+  return CX_OK;
+}
+
+const cx_kernel cx_cpu_norm[] = {
+    {"BatchNormalization", NULL, bn_infer_run, NULL},
+    {"BatchNormTrain", NULL, bn_train_run, NULL},
+    {"BatchNormGrad", NULL, bn_grad_run, NULL},
+    {NULL, NULL, NULL, NULL},
+};

@@ -1,0 +1,411 @@
+/* Constant folding of shape arithmetic at import (Shape → Gather → Unsqueeze → Concat → Reshape,
+ * as exporters write "flatten" and friends), once per batch variant. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_internal.h"
+
+enum { MAX_FOLD_ELEMENTS = 1 << 20 };
+
+static const char *const fold_ops[] = {"Constant", "Shape", "Gather", "Unsqueeze", "Squeeze",
+                                       "Concat", "Cast", "ConstantOfShape", "Range", "Reshape",
+                                       "Add", "Sub", "Mul", "Div", "Slice", "Identity", "Neg",
+                                       "Equal", "Where", "Floor", "Ceil", "Sqrt", NULL};
+
+static bool is_fold_op(const char *op) {
+  for (int k = 0; fold_ops[k]; k++)
+    if (!strcmp(fold_ops[k], op)) return true;
+  return false;
+}
+
+const cx_onnx_folded *cx_onnx_find_folded(const cx_onnx_importer *im, const char *name) {
+  for (int k = im->n_folded - 1; k >= 0; k--)
+    if (!strcmp(im->folded[k].name, name)) return &im->folded[k];
+  return NULL;
+}
+
+cx_status cx_onnx_add_folded(cx_onnx_importer *im, const char *name, cx_onnx_const v[2]) {
+  if (im->n_folded == im->cap_folded) {
+    im->cap_folded = im->cap_folded ? im->cap_folded * 2 : 32;
+    im->folded = realloc(im->folded, sizeof *im->folded * (size_t)im->cap_folded);
+  }
+  cx_onnx_folded *f = &im->folded[im->n_folded++];
+  f->name = strdup(name);
+  for (int k = 0; k < CX_ONNX_VARIANTS; k++) f->v[k] = v[k];
+  return CX_OK;
+}
+
+static cx_onnx_const make(cx_dtype dt, const cx_shape *s) {
+  cx_onnx_const c = {.dtype = dt, .shape = *s};
+  int64_t n = cx_shape_numel(s);
+  if (cx_onnx_dtype_is_float(dt)) c.f = calloc((size_t)(n ? n : 1), sizeof(double));
+  else c.i = calloc((size_t)(n ? n : 1), sizeof(int64_t));
+  return c;
+}
+
+static cx_onnx_const copy_const(const cx_onnx_const *src) {
+  cx_onnx_const c = make(src->dtype, &src->shape);
+  int64_t n = cx_shape_numel(&src->shape);
+  if (c.f) memcpy(c.f, src->f, sizeof(double) * (size_t)n);
+  else memcpy(c.i, src->i, sizeof(int64_t) * (size_t)n);
+  return c;
+}
+
+static double get_f(const cx_onnx_const *c, int64_t k) { return c->f ? c->f[k] : (double)c->i[k]; }
+static int64_t get_i(const cx_onnx_const *c, int64_t k) { return c->i ? c->i[k] : (int64_t)c->f[k]; }
+static void set(cx_onnx_const *c, int64_t k, double f, int64_t i) {
+  if (c->f) c->f[k] = f;
+  else c->i[k] = i;
+}
+
+bool cx_onnx_input_const(cx_onnx_importer *im, const char *name, int variant, cx_onnx_const *out) {
+  name = cx_onnx_resolve_alias(im, name);
+  const cx_onnx_folded *f = cx_onnx_find_folded(im, name);
+  if (f) {
+    *out = copy_const(&f->v[variant]);
+    return true;
+  }
+  int v = cx_graph_find_value(im->g, name);
+  if (v >= 0) {
+    const cx_value *x = &im->g->values[v];
+    if (x->kind != CX_VALUE_CONST || !x->init) return false;
+    *out = make(x->dtype, &x->shape);
+    for (int64_t k = 0; k < cx_shape_numel(&x->shape); k++)
+      set(out, k, cx_dtype_load(x->dtype, x->init, (size_t)k),
+          x->dtype == CX_S64 ? ((int64_t *)x->init)[k] : (int64_t)cx_dtype_load(x->dtype, x->init, (size_t)k));
+    return true;
+  }
+  const Onnx__TensorProto *t = cx_onnx_find_initializer(im, name);
+  return t && cx_onnx_tensor_const(t, im->base_dir, name, out) == CX_OK;
+}
+
+/* The shape of any known value in one variant (graph values, folded constants, initializers). */
+static bool known_shape(cx_onnx_importer *im, const char *name, int variant, cx_shape *s) {
+  name = cx_onnx_resolve_alias(im, name);
+  const cx_onnx_folded *f = cx_onnx_find_folded(im, name);
+  if (f) return *s = f->v[variant].shape, true;
+  int v = cx_graph_find_value(im->g, name);
+  if (v >= 0) {
+    if (im->g->values[v].kind == CX_VALUE_ACT) {
+      if (v >= im->cap_shape) return false;
+      *s = im->shape[variant][v];
+    } else {
+      *s = im->g->values[v].shape;
+      for (int d = 0; d < s->ndim; d++)
+        if (s->d[d] < 0) s->d[d] = variant + 1;
+    }
+    return true;
+  }
+  const Onnx__TensorProto *t = cx_onnx_find_initializer(im, name);
+  if (!t || t->n_dims > CX_MAX_DIMS) return false;
+  s->ndim = (int)t->n_dims;
+  for (size_t d = 0; d < t->n_dims; d++) s->d[d] = t->dims[d];
+  return true;
+}
+
+bool cx_onnx_can_fold(cx_onnx_importer *im, const Onnx__NodeProto *n) {
+  if (!n->op_type || !is_fold_op(n->op_type)) return false;
+  if (!strcmp(n->op_type, "Shape")) {
+    cx_shape s;
+    return n->n_input == 1 && known_shape(im, n->input[0], 0, &s);
+  }
+  for (size_t k = 0; k < n->n_input; k++) {
+    if (!*n->input[k]) continue;
+    cx_onnx_const c;
+    if (!cx_onnx_input_const(im, n->input[k], 0, &c)) return false;
+    bool small = cx_shape_numel(&c.shape) <= MAX_FOLD_ELEMENTS;
+    cx_onnx_const_free(&c);
+    if (!small) return false;
+  }
+  return true;
+}
+
+static const Onnx__AttributeProto *attr(const Onnx__NodeProto *n, const char *name) {
+  for (size_t k = 0; k < n->n_attribute; k++)
+    if (n->attribute[k]->name && !strcmp(n->attribute[k]->name, name)) return n->attribute[k];
+  return NULL;
+}
+
+static int64_t attr_int(const Onnx__NodeProto *n, const char *name, int64_t fallback) {
+  const Onnx__AttributeProto *a = attr(n, name);
+  return a && a->has_i ? a->i : fallback;
+}
+
+/* Axes from the attribute (older opsets) or the second input (newer ones). */
+static int get_axes(const Onnx__NodeProto *n, const cx_onnx_const *in, int n_in, int64_t *axes) {
+  const Onnx__AttributeProto *a = attr(n, "axes");
+  if (a) {
+    for (size_t k = 0; k < a->n_ints && k < CX_MAX_DIMS; k++) axes[k] = a->ints[k];
+    return (int)a->n_ints;
+  }
+  if (n_in < 2 || (!in[1].i && !in[1].f)) return 0;
+  int count = (int)cx_shape_numel(&in[1].shape);
+  for (int k = 0; k < count && k < CX_MAX_DIMS; k++) axes[k] = get_i(&in[1], k);
+  return count;
+}
+
+static cx_status bad(const Onnx__NodeProto *n, const char *why) {
+  return cx_fail(CX_ERR_FORMAT, "node '%s' (%s): %s", n->name ? n->name : "", n->op_type, why);
+}
+
+static cx_status fold_broadcast(const Onnx__NodeProto *n, const cx_onnx_const *a,
+                                const cx_onnx_const *b, const cx_onnx_const *c3, cx_onnx_const *out) {
+  cx_shape s;
+  CX_TRY(cx_shape_broadcast(&a->shape, &b->shape, &s));
+  if (c3) CX_TRY(cx_shape_broadcast(&s, &c3->shape, &s));
+  const char *op = n->op_type;
+  cx_dtype dt = !strcmp(op, "Equal") ? CX_BOOL : !strcmp(op, "Where") ? b->dtype : a->dtype;
+  *out = make(dt, &s);
+  int64_t total = cx_shape_numel(&s), idx[CX_MAX_DIMS] = {0};
+  for (int64_t k = 0; k < total; k++) {
+    int64_t rem = k, ia = 0, ib = 0, ic = 0, sa = 1, sb = 1, sc = 1;
+    for (int d = s.ndim - 1; d >= 0; d--) {
+      idx[d] = rem % s.d[d];
+      rem /= s.d[d];
+      int da = d - (s.ndim - a->shape.ndim), db = d - (s.ndim - b->shape.ndim);
+      if (da >= 0) ia += (a->shape.d[da] == 1 ? 0 : idx[d]) * sa, sa *= a->shape.d[da];
+      if (db >= 0) ib += (b->shape.d[db] == 1 ? 0 : idx[d]) * sb, sb *= b->shape.d[db];
+      if (c3) {
+        int dc = d - (s.ndim - c3->shape.ndim);
+        if (dc >= 0) ic += (c3->shape.d[dc] == 1 ? 0 : idx[d]) * sc, sc *= c3->shape.d[dc];
+      }
+    }
+    double x = get_f(a, ia), y = get_f(b, ib);
+    int64_t xi = get_i(a, ia), yi = get_i(b, ib);
+    if (!strcmp(op, "Add")) set(out, k, x + y, xi + yi);
+    else if (!strcmp(op, "Sub")) set(out, k, x - y, xi - yi);
+    else if (!strcmp(op, "Mul")) set(out, k, x * y, xi * yi);
+    else if (!strcmp(op, "Equal")) set(out, k, 0, out->f ? 0 : (a->f ? x == y : xi == yi));
+    else if (!strcmp(op, "Where")) set(out, k, get_i(a, ia) ? y : get_f(c3, ic), xi ? yi : get_i(c3, ic));
+    else { /* Div: integer division truncates, as ONNX Runtime's does */
+      if (!out->f && yi == 0) return bad(n, "integer division by zero in constant folding");
+      set(out, k, x / y, out->f ? 0 : xi / yi);
+    }
+  }
+  return CX_OK;
+}
+
+static cx_status fold_gather(const Onnx__NodeProto *n, const cx_onnx_const *data,
+                             const cx_onnx_const *ind, cx_onnx_const *out) {
+  int rank = data->shape.ndim;
+  int64_t axis = attr_int(n, "axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return bad(n, "axis out of range");
+  cx_shape s = {0};
+  for (int d = 0; d < axis; d++) s.d[s.ndim++] = data->shape.d[d];
+  for (int d = 0; d < ind->shape.ndim; d++) s.d[s.ndim++] = ind->shape.d[d];
+  for (int d = (int)axis + 1; d < rank; d++) s.d[s.ndim++] = data->shape.d[d];
+  if (s.ndim > CX_MAX_DIMS) return bad(n, "too many dimensions");
+  *out = make(data->dtype, &s);
+  int64_t outer = 1, inner = 1, dim = data->shape.d[axis], ni = cx_shape_numel(&ind->shape);
+  for (int d = 0; d < axis; d++) outer *= data->shape.d[d];
+  for (int d = (int)axis + 1; d < rank; d++) inner *= data->shape.d[d];
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < ni; j++) {
+      int64_t at = get_i(ind, j);
+      if (at < 0) at += dim;
+      if (at < 0 || at >= dim) return bad(n, "index out of range");
+      for (int64_t r = 0; r < inner; r++) {
+        int64_t src = (o * dim + at) * inner + r, dst = (o * ni + j) * inner + r;
+        set(out, dst, get_f(data, src), get_i(data, src));
+      }
+    }
+  return CX_OK;
+}
+
+static cx_status fold_squeeze(const Onnx__NodeProto *n, const cx_onnx_const *in, int n_in,
+                              bool unsqueeze, cx_onnx_const *out) {
+  int64_t axes[CX_MAX_DIMS];
+  int na = get_axes(n, in, n_in, axes);
+  const cx_shape *x = &in[0].shape;
+  cx_shape s = {0};
+  if (unsqueeze) {
+    int rank = x->ndim + na, src = 0;
+    if (rank > CX_MAX_DIMS) return bad(n, "too many dimensions");
+    for (int d = 0; d < rank; d++) {
+      bool inserted = false;
+      for (int k = 0; k < na; k++) inserted |= (axes[k] < 0 ? axes[k] + rank : axes[k]) == d;
+      s.d[s.ndim++] = inserted ? 1 : x->d[src++];
+    }
+  } else {
+    for (int d = 0; d < x->ndim; d++) {
+      bool drop = na == 0 && x->d[d] == 1;
+      for (int k = 0; k < na; k++) drop |= (axes[k] < 0 ? axes[k] + x->ndim : axes[k]) == d;
+      if (!drop) s.d[s.ndim++] = x->d[d];
+    }
+  }
+  *out = copy_const(&in[0]);
+  out->shape = s;
+  return CX_OK;
+}
+
+static cx_status fold_concat(const Onnx__NodeProto *n, const cx_onnx_const *in, int n_in,
+                             cx_onnx_const *out) {
+  int rank = in[0].shape.ndim;
+  int64_t axis = attr_int(n, "axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return bad(n, "axis out of range");
+  cx_shape s = in[0].shape;
+  s.d[axis] = 0;
+  for (int k = 0; k < n_in; k++) s.d[axis] += in[k].shape.d[axis];
+  *out = make(in[0].dtype, &s);
+  int64_t outer = 1, inner = 1, at = 0;
+  for (int d = 0; d < axis; d++) outer *= s.d[d];
+  for (int d = (int)axis + 1; d < rank; d++) inner *= s.d[d];
+  for (int k = 0; k < n_in; k++) {
+    int64_t w = in[k].shape.d[axis] * inner;
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t j = 0; j < w; j++)
+        set(out, o * s.d[axis] * inner + at + j, get_f(&in[k], o * w + j), get_i(&in[k], o * w + j));
+    at += w;
+  }
+  return CX_OK;
+}
+
+static cx_status fold_slice(const Onnx__NodeProto *n, const cx_onnx_const *in, int n_in,
+                            cx_onnx_const *out) {
+  const cx_shape *x = &in[0].shape;
+  if (x->ndim != 1 || n_in < 3) return bad(n, "only 1-D slices with input starts/ends fold");
+  int64_t dim = x->d[0], start = get_i(&in[1], 0), end = get_i(&in[2], 0);
+  int64_t step = n_in > 4 && (in[4].i || in[4].f) ? get_i(&in[4], 0) : 1;
+  if (step == 0) return bad(n, "step 0");
+  if (start < 0) start += dim;
+  if (end < 0) end += dim;
+  int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? dim : dim - 1;
+  start = start < lo ? lo : start > hi ? hi : start;
+  end = end < lo ? lo : end > hi ? hi : end;
+  int64_t count = step > 0 ? (end - start + step - 1) / step : (start - end - step - 1) / -step;
+  if (count < 0) count = 0;
+  cx_shape s = {1, {count}};
+  *out = make(in[0].dtype, &s);
+  for (int64_t k = 0; k < count; k++)
+    set(out, k, get_f(&in[0], start + k * step), get_i(&in[0], start + k * step));
+  return CX_OK;
+}
+
+static cx_status fold_const_node(const cx_onnx_importer *im, const Onnx__NodeProto *n,
+                                 cx_onnx_const *out) {
+  const Onnx__AttributeProto *a;
+  if ((a = attr(n, "value")) && a->t)
+    return cx_onnx_tensor_const(a->t, im->base_dir, n->output[0], out);
+  cx_shape scalar = {0}, vec = {1, {0}};
+  if ((a = attr(n, "value_float"))) *out = make(CX_F32, &scalar), out->f[0] = a->f;
+  else if ((a = attr(n, "value_int"))) *out = make(CX_S64, &scalar), out->i[0] = a->i;
+  else if ((a = attr(n, "value_floats"))) {
+    vec.d[0] = (int64_t)a->n_floats;
+    *out = make(CX_F32, &vec);
+    for (size_t k = 0; k < a->n_floats; k++) out->f[k] = a->floats[k];
+  } else if ((a = attr(n, "value_ints"))) {
+    vec.d[0] = (int64_t)a->n_ints;
+    *out = make(CX_S64, &vec);
+    for (size_t k = 0; k < a->n_ints; k++) out->i[k] = a->ints[k];
+  } else
+    return bad(n, "a Constant needs value, value_float(s) or value_int(s) (sparse and string "
+                  "constants are not supported)");
+  return CX_OK;
+}
+
+static cx_status fold_one(cx_onnx_importer *im, const Onnx__NodeProto *n, int variant,
+                          cx_onnx_const *in, int n_in, cx_onnx_const *out) {
+  const char *op = n->op_type;
+  if (!strcmp(op, "Constant")) return fold_const_node(im, n, out);
+  if (!strcmp(op, "Shape")) {
+    cx_shape s, v = {1, {0}};
+    known_shape(im, n->input[0], variant, &s);
+    int64_t start = attr_int(n, "start", 0), end = attr_int(n, "end", s.ndim);
+    if (start < 0) start += s.ndim;
+    if (end < 0) end += s.ndim;
+    start = start < 0 ? 0 : start > s.ndim ? s.ndim : start;
+    end = end < start ? start : end > s.ndim ? s.ndim : end;
+    v.d[0] = end - start;
+    *out = make(CX_S64, &v);
+    for (int64_t k = start; k < end; k++) out->i[k - start] = s.d[k];
+    return CX_OK;
+  }
+  if (!strcmp(op, "Identity")) return *out = copy_const(&in[0]), CX_OK;
+  if (!strcmp(op, "Gather")) return fold_gather(n, &in[0], &in[1], out);
+  if (!strcmp(op, "Unsqueeze")) return fold_squeeze(n, in, n_in, true, out);
+  if (!strcmp(op, "Squeeze")) return fold_squeeze(n, in, n_in, false, out);
+  if (!strcmp(op, "Concat")) return fold_concat(n, in, n_in, out);
+  if (!strcmp(op, "Slice")) return fold_slice(n, in, n_in, out);
+  if (!strcmp(op, "Where")) return fold_broadcast(n, &in[0], &in[1], &in[2], out);
+  if (!strcmp(op, "Cast")) {
+    cx_dtype to;
+    if (!cx_onnx_dtype((int32_t)attr_int(n, "to", 1), &to)) return bad(n, "unsupported 'to' type");
+    *out = make(to, &in[0].shape);
+    for (int64_t k = 0; k < cx_shape_numel(&in[0].shape); k++)
+      set(out, k, get_f(&in[0], k), in[0].f ? (int64_t)in[0].f[k] : in[0].i[k]);
+    return CX_OK;
+  }
+  if (!strcmp(op, "Neg") || !strcmp(op, "Floor") || !strcmp(op, "Ceil") || !strcmp(op, "Sqrt")) {
+    *out = copy_const(&in[0]);
+    for (int64_t k = 0; k < cx_shape_numel(&in[0].shape); k++) {
+      double x = get_f(&in[0], k);
+      double y = op[0] == 'N' ? -x : op[0] == 'F' ? floor(x) : op[0] == 'C' ? ceil(x) : sqrt(x);
+      set(out, k, y, op[0] == 'N' ? -get_i(&in[0], k) : (int64_t)y);
+    }
+    return CX_OK;
+  }
+  if (!strcmp(op, "ConstantOfShape")) {
+    cx_shape s = {.ndim = (int)cx_shape_numel(&in[0].shape)};
+    if (s.ndim > CX_MAX_DIMS) return bad(n, "too many dimensions");
+    for (int d = 0; d < s.ndim; d++) s.d[d] = get_i(&in[0], d);
+    if (cx_shape_numel(&s) > MAX_FOLD_ELEMENTS) return bad(n, "the constant is too large to fold");
+    cx_onnx_const v = {0};
+    const Onnx__AttributeProto *a = attr(n, "value");
+    if (a && a->t) CX_TRY(cx_onnx_tensor_const(a->t, im->base_dir, "ConstantOfShape value", &v));
+    *out = make(a && a->t ? v.dtype : CX_F32, &s);
+    for (int64_t k = 0; k < cx_shape_numel(&s); k++)
+      set(out, k, v.f ? v.f[0] : 0, v.i ? v.i[0] : 0);
+    cx_onnx_const_free(&v);
+    return CX_OK;
+  }
+  if (!strcmp(op, "Range")) {
+    double s0 = get_f(&in[0], 0), lim = get_f(&in[1], 0), d = get_f(&in[2], 0);
+    if (d == 0) return bad(n, "delta 0");
+    int64_t count = (int64_t)fmax(ceil((lim - s0) / d), 0);
+    if (count > MAX_FOLD_ELEMENTS) return bad(n, "the range is too large to fold");
+    cx_shape s = {1, {count}};
+    *out = make(in[0].dtype, &s);
+    for (int64_t k = 0; k < count; k++)
+      set(out, k, s0 + (double)k * d, get_i(&in[0], 0) + k * get_i(&in[2], 0));
+    return CX_OK;
+  }
+  if (!strcmp(op, "Reshape")) {
+    cx_shape s = {.ndim = (int)cx_shape_numel(&in[1].shape)};
+    int64_t known = 1, infer_at = -1;
+    for (int d = 0; d < s.ndim && d < CX_MAX_DIMS; d++) {
+      s.d[d] = get_i(&in[1], d);
+      if (s.d[d] == 0 && !attr_int(n, "allowzero", 0)) s.d[d] = in[0].shape.d[d];
+      if (s.d[d] == -1) infer_at = d;
+      else known *= s.d[d];
+    }
+    if (infer_at >= 0 && known) s.d[infer_at] = cx_shape_numel(&in[0].shape) / known;
+    if (cx_shape_numel(&s) != cx_shape_numel(&in[0].shape)) return bad(n, "element count changes");
+    *out = copy_const(&in[0]);
+    out->shape = s;
+    return CX_OK;
+  }
+  return fold_broadcast(n, &in[0], &in[1], NULL, out);
+}
+
+cx_status cx_onnx_fold(cx_onnx_importer *im, const Onnx__NodeProto *n) {
+  if (n->n_output < 1) return bad(n, "no outputs");
+  int n_in = (int)n->n_input;
+  if (n_in > 32) return bad(n, "too many inputs to fold");
+  cx_onnx_const res[CX_ONNX_VARIANTS] = {{0}};
+  cx_status s = CX_OK;
+  for (int v = 0; v < CX_ONNX_VARIANTS && s == CX_OK; v++) {
+    cx_onnx_const in[32] = {{0}};
+    for (int k = 0; k < n_in; k++)
+      if (*n->input[k] && strcmp(n->op_type, "Shape")) cx_onnx_input_const(im, n->input[k], v, &in[k]);
+    s = fold_one(im, n, v, in, n_in, &res[v]);
+    for (int k = 0; k < n_in; k++) cx_onnx_const_free(&in[k]);
+  }
+  if (s != CX_OK) {
+    for (int v = 0; v < CX_ONNX_VARIANTS; v++) cx_onnx_const_free(&res[v]);
+    return s;
+  }
+  return cx_onnx_add_folded(im, n->output[0], res);
+}
