@@ -10,8 +10,12 @@ in NCHW and channels_last, and compares compress against the faster layout.
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
+# Debian's torch is built against Debian's numpy; a newer numpy installed by pip under /usr/local
+# would shadow it and make torch print import errors, so Debian's packages go first.
+sys.path.sort(key=lambda p: p.startswith("/usr/local/"))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 def best_step(x, w, dy, stride, pad, group, seconds):
