@@ -206,7 +206,9 @@ AVX512 static void small_backward_data(const cx_conv_geom *g, const float *dy, c
 
 /* Adds one image's products to acc[0..8] (weights) and acc[9] (bias). */
 AVX512 static void bwd_weights_tile(const cx_conv_geom *g, const float *tx, const float *tdy,
-                                    __m512 acc[10]) {
+                                    __m512 sum[10]) {
+  __m512 acc[10]; /* a local copy: __m512 may alias float, so sum[] itself would stay in memory */
+  for (int k = 0; k < 10; k++) acc[k] = sum[k];
   for (int64_t oy = 0; oy < g->oh; oy++) {
     int y0, y1;
     tap_range(oy, g->sh, g->pt, g->h, &y0, &y1);
@@ -229,6 +231,7 @@ AVX512 static void bwd_weights_tile(const cx_conv_geom *g, const float *tx, cons
                                              acc[ky * 3 + kx]);
     }
   }
+  for (int k = 0; k < 10; k++) sum[k] = acc[k];
 }
 
 AVX512 static void small_backward_weights(const cx_conv_geom *g, const float *x, const float *dy,
