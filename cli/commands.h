@@ -13,7 +13,8 @@ typedef struct cx_command {
   int (*run)(int argc, char **argv);
 } cx_command;
 
-extern const cx_command cx_cmd_demo, cx_cmd_ops;
+extern const cx_command cx_cmd_demo, cx_cmd_ops, cx_cmd_data, cx_cmd_inspect, cx_cmd_infer,
+    cx_cmd_convert, cx_cmd_models, cx_cmd_export_model;
 
 /* Shared helpers for commands. */
 bool cx_cli_wants_help(int argc, char **argv);

@@ -3,7 +3,11 @@
 
 #include "commands.h"
 
-static const cx_command *const commands[] = {&cx_cmd_demo, &cx_cmd_ops};
+static const cx_command *const commands[] = {
+    &cx_cmd_demo, &cx_cmd_models, &cx_cmd_export_model, &cx_cmd_inspect, &cx_cmd_infer,
+    &cx_cmd_convert,
+    &cx_cmd_data, &cx_cmd_ops,
+};
 enum { N_COMMANDS = sizeof commands / sizeof *commands };
 
 static void print_help(FILE *f) {

@@ -1,7 +1,10 @@
 #include "program.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "autodiff.h"
 #include "op.h"
@@ -28,6 +31,7 @@ struct cx_program {
   int *grad_ready_at;            /* by parameter: node after which its gradient is final */
   cx_grad_ready_fn hook;
   void *hook_user;
+  cx_node_timing *timing; /* by node, while profiling */
 };
 
 static size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
@@ -407,13 +411,28 @@ void cx_program_free(cx_program *p) {
   free(p->param_value);
   free(p->grad_value);
   free(p->grad_ready_at);
+  free(p->timing);
   cx_graph_free(p->g);
   free(p);
 }
 
+static double now_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 static cx_status run_node(cx_program *p, int i) {
   cx_kernel_args a = node_args(p, i);
+  double t0 = p->timing ? now_seconds() : 0;
   cx_status s = p->kernel[i]->run(&a);
+  if (p->timing) {
+    cx_node_timing *t = &p->timing[i];
+    t->last_start = t0;
+    t->last = now_seconds() - t0;
+    t->total += t->last;
+    t->calls++;
+  }
   if (s != CX_OK && !strstr(cx_last_error(), p->g->nodes[i].name))
     cx_error_prefix("node '%s' (%s)", p->g->nodes[i].name, p->g->nodes[i].op->name);
   return s;
@@ -502,4 +521,46 @@ void cx_program_print(const cx_program *p, FILE *f) {
   fprintf(f, "memory: arena %.2f MiB (%.2f MiB without reuse, %d buffers), persistent %.2f MiB, "
              "scratch %.2f MiB\n", m->arena_bytes / 1048576.0, m->unplanned_bytes / 1048576.0,
           m->n_buffers, m->persistent_bytes / 1048576.0, m->scratch_bytes / 1048576.0);
+}
+
+void cx_program_set_profiling(cx_program *p, bool on) {
+  free(p->timing);
+  p->timing = on ? calloc((size_t)p->g->n_nodes + 1, sizeof *p->timing) : NULL;
+}
+
+const cx_node_timing *cx_program_timings(const cx_program *p) { return p->timing; }
+
+static bool tensor_finite(const cx_tensor *t) {
+  if (t->dtype != CX_F32 || !t->data) return true;
+  const float *x = t->data;
+  for (int64_t i = 0; i < cx_tensor_numel(t); i++)
+    if (!isfinite(x[i])) return false;
+  return true;
+}
+
+/* Re-runs the step node by node and names the first node whose output is not finite while all its
+ * inputs are (or the first non-finite parameter). BN statistics are updated once more and random
+ * ops draw the same numbers as the failed step (same step counter). */
+cx_status cx_program_locate_nonfinite(cx_program *p, char *msg, size_t len) {
+  const cx_graph *g = p->g;
+  for (int k = 0; k < p->n_params; k++)
+    if (!tensor_finite(&p->t[p->param_value[k]])) {
+      snprintf(msg, len, "parameter '%s' holds NaN or Inf", g->values[p->param_value[k]].name);
+      return CX_OK;
+    }
+  int end = p->training ? g->n_nodes : p->n_fwd;
+  for (int i = 0; i < end; i++) {
+    CX_TRY(run_node(p, i));
+    const cx_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_out; k++) {
+      if (tensor_finite(&p->t[n->out[k]])) continue;
+      char sh[CX_SHAPE_STR];
+      snprintf(msg, len, "node '%s' (%s, %s pass) produced NaN or Inf in '%s' %s from finite inputs",
+               n->name, n->op->name, i < p->n_fwd ? "forward" : "backward",
+               g->values[n->out[k]].name, cx_shape_str(&p->t[n->out[k]].shape, sh));
+      return CX_OK;
+    }
+  }
+  snprintf(msg, len, "every node's outputs are finite on a re-run");
+  return CX_OK;
 }

@@ -64,4 +64,16 @@ int cx_program_forward_nodes(const cx_program *p);
 const cx_tensor *cx_program_value_tensor(const cx_program *p, int value);
 void cx_program_print(const cx_program *p, FILE *f);
 
+/* Per-node timing (seconds), kept while profiling is on; indexed like cx_program_graph's nodes. */
+typedef struct cx_node_timing {
+  double total, last, last_start; /* last_start: CLOCK_MONOTONIC seconds */
+  int64_t calls;
+} cx_node_timing;
+void cx_program_set_profiling(cx_program *p, bool on);
+const cx_node_timing *cx_program_timings(const cx_program *p); /* NULL when off */
+
+/* After a step produced NaN or Inf: re-runs it node by node and writes into msg which node first
+ * produced a non-finite value from finite inputs (or which parameter is not finite). */
+cx_status cx_program_locate_nonfinite(cx_program *p, char *msg, size_t len);
+
 #endif

@@ -9,9 +9,12 @@ apt_packages=(
   libprotobuf-c-dev protobuf-c-compiler    # ONNX import/export
   libonnx-dev libonnx-testdata             # onnx.proto schema; ONNX node tests
   libhdf5-dev                              # data sets and checkpoints
+  zlib1g-dev                               # gzipped IDX files
   libopenmpi-dev openmpi-bin               # data-parallel training
   libpng-dev libjpeg62-turbo-dev           # image-folder importer
   python3 python3-numpy python3-torch      # reference fixtures and benchmarks
+  python3-h5py                             # the data tests read our HDF5 files with h5py
+  python3-torchvision                      # the loader benchmark's PyTorch side
   dataset-fashion-mnist                    # real data for stage tests
 )
 

@@ -195,7 +195,32 @@ static void test_errors(void) {
   cx_graph_free(g);
 }
 
+/* A NaN made by one op is traced to that op. */
+static void test_nonfinite_located(void) {
+  cx_graph *g = cx_graph_new();
+  int w = oc_param(g, "w", &S(4), 1, 2, 3);
+  int c = oc_const(g, "c", &S(4), 0, 1, 4);
+  ((float *)g->values[c].init)[2] = 5; /* w - c < 0 at element 2 */
+  int d = cx_graph_op(g, "Sub", "shift", (int[]){w, c}, 2);
+  int r = cx_graph_op(g, "Sqrt", "root", &d, 1);
+  int y = cx_graph_op(g, "Relu", "after", &r, 1);
+  cx_graph_mark_output(g, y);
+  cx_program *p = NULL;
+  cx_compile_opts o = {.batch = 1, .training = true, .backend = cx_backend_cpu()};
+  CHECK(cx_program_compile(g, &o, &p) == CX_OK, "compile: %s", cx_last_error());
+  if (p) {
+    char msg[512] = "";
+    CHECK(cx_program_forward(p) == CX_OK, "forward");
+    CHECK(cx_program_locate_nonfinite(p, msg, sizeof msg) == CX_OK, "locate");
+    printf("located: %s\n", msg);
+    CHECK(strstr(msg, "'root' (Sqrt, forward pass)") != NULL, "wrong node named: %s", msg);
+  }
+  cx_program_free(p);
+  cx_graph_free(g);
+}
+
 int main(void) {
+  test_nonfinite_located();
   test_memory_plan();
   test_grad_hook();
   test_grad_accumulation();

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# The ONNX commands end to end: compress inspect, infer and convert on the CNN that
+# test_onnx_export wrote (cnn.onnx, cnn_input.npy, cnn_input_s64.npy in FILES), with a bad input
+# for each. A failure (exit 1) must print exactly one line naming the file; usage errors exit 2.
+#
+# usage: test_cli.sh COMPRESS FILES
+set -u
+compress=$1
+files=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+
+fail() {
+  echo "FAIL: $*"
+  fails=$((fails + 1))
+}
+
+# run EXPECTED_STATUS NAME ARGS...: runs compress, keeping stdout and stderr in $work/NAME.*
+run() {
+  local want=$1 name=$2
+  shift 2
+  "$compress" "$@" >"$work/$name.out" 2>"$work/$name.err"
+  local got=$?
+  if [[ $got != "$want" ]]; then
+    fail "$name: compress $* exited $got, expected $want"
+    sed 's/^/    /' "$work/$name.err"
+  else
+    echo "ok   $name (exit $got)"
+  fi
+}
+
+# expect_in NAME STREAM TEXT: the output holds TEXT
+expect_in() {
+  grep -qF -- "$3" "$work/$1.$2" || {
+    fail "$1: '$3' is not in its std$2:"
+    sed 's/^/    /' "$work/$1.$2"
+  }
+}
+
+# one_line_error NAME TEXT: stderr is one line that names TEXT
+one_line_error() {
+  local lines
+  lines=$(wc -l <"$work/$1.err")
+  [[ $lines == 1 ]] || fail "$1: $lines lines on stderr, expected 1"
+  expect_in "$1" err "$2"
+}
+
+model=$files/cnn.onnx
+input=$files/cnn_input.npy
+[[ -f $model && -f $input ]] || {
+  echo "FAIL: $model or $input is missing (test_onnx_export writes them)"
+  exit 1
+}
+head -c 300 "$model" >"$work/truncated.onnx"
+
+# ---- inspect ----
+run 0 inspect inspect "$model"
+expect_in inspect out "opset 13"
+expect_in inspect out "[N,3,8,8]"
+expect_in inspect out "Conv 3, BatchNormalization 4"
+expect_in inspect out "conv1"
+expect_in inspect out "24592"
+run 0 inspect_json inspect "$model" --json
+expect_in inspect_json out '"opset":13'
+expect_in inspect_json out '"shape":["N",3,8,8]'
+expect_in inspect_json out '"total_macs":24592'
+if command -v python3 >/dev/null; then
+  python3 -c 'import json, sys; json.load(sys.stdin)' <"$work/inspect_json.out" ||
+    fail "inspect --json: not valid JSON"
+fi
+run 1 inspect_missing inspect "$work/missing.onnx"
+one_line_error inspect_missing "missing.onnx"
+run 1 inspect_truncated inspect "$work/truncated.onnx"
+one_line_error inspect_truncated "truncated.onnx"
+run 2 inspect_usage inspect
+run 2 inspect_option inspect "$model" --bogus
+
+# ---- infer ----
+run 0 infer infer "$model" -i "$input" -o "$work/out.npy"
+[[ -f $work/out.npy && -f $work/out_1.npy ]] || fail "infer: out.npy and out_1.npy not both written"
+expect_in infer out "[2,10]"
+run 0 infer_json infer "$model" -i "$input" -o "$work/json.npy" --json
+expect_in infer_json out '"batch":2'
+expect_in infer_json out '"shape":[2,10]'
+run 1 infer_dtype infer "$model" -i "$files/cnn_input_s64.npy" -o "$work/bad.npy"
+one_line_error infer_dtype "cnn_input_s64.npy"
+run 1 infer_shape infer "$model" -i "$work/out.npy" -o "$work/bad.npy"
+one_line_error infer_shape "out.npy: shape [2,10]"
+run 1 infer_count infer "$model" -i "$input" -i "$input" -o "$work/bad.npy"
+one_line_error infer_count "2 file(s)"
+run 1 infer_model infer "$work/truncated.onnx" -i "$input" -o "$work/bad.npy"
+one_line_error infer_model "truncated.onnx"
+run 1 infer_npy infer "$model" -i "$work/truncated.onnx" -o "$work/bad.npy"
+one_line_error infer_npy "truncated.onnx"
+[[ ! -e $work/bad.npy ]] || fail "infer: a failed run wrote bad.npy"
+run 2 infer_usage infer "$model" -i "$input"
+
+# ---- convert ----
+run 0 convert convert "$model" "$work/c17.onnx" --opset 17
+expect_in convert out "opset 17"
+run 0 infer_c17 infer "$work/c17.onnx" -i "$input" -o "$work/c17.npy"
+cmp -s "$work/out.npy" "$work/c17.npy" || fail "convert: opset 17's output differs from opset 13's"
+run 0 convert_fold convert "$model" "$work/fold.onnx" --opset 15 --fold-bn --json
+expect_in convert_fold out '"folded_batch_norms":4'
+expect_in convert_fold out '"opset":15'
+run 0 inspect_fold inspect "$work/fold.onnx"
+grep -q BatchNormalization "$work/inspect_fold.out" &&
+  fail "convert --fold-bn: a BatchNormalization is left"
+run 0 infer_fold infer "$work/fold.onnx" -i "$input" -o "$work/fold.npy"
+run 1 convert_truncated convert "$work/truncated.onnx" "$work/never.onnx"
+one_line_error convert_truncated "truncated.onnx"
+[[ ! -e $work/never.onnx ]] || fail "convert: a failed run wrote never.onnx"
+ls "$work" | grep -qE '\.(tmp|check)\.' && fail "convert: left a temporary file"
+run 1 convert_dir convert "$model" "$work/no/such/folder/x.onnx"
+one_line_error convert_dir "no/such/folder"
+run 2 convert_opset convert "$model" "$work/x.onnx" --opset 12
+run 2 convert_usage convert "$model"
+
+# ---- model specs wherever an ONNX path goes; export-model runs in ONNX Runtime ----
+spec="mobilenet_v2:width=0.5,classes=10,input=1x28x28"
+run 0 inspect_spec inspect "$spec"
+expect_in inspect_spec out "total"
+run 1 inspect_badspec inspect "mobilenet_v2:widht=0.5"
+one_line_error inspect_badspec "widht"
+run 0 export_model export-model "$spec" "$work/mv2.onnx"
+/usr/bin/python3 -c "import numpy as np; np.save('$work/img.npy', np.random.RandomState(0).rand(3, 1, 28, 28).astype(np.float32))"
+run 0 infer_exported infer "$work/mv2.onnx" -i "$work/img.npy" -o "$work/ours.npy"
+mkdir -p "$work/ort"
+if /usr/bin/python3 "$(dirname "$0")/ort_check.py" "$work/mv2.onnx" "$work/ort" "$work/img.npy" >/dev/null; then
+  /usr/bin/python3 -c "
+import numpy as np, sys
+a, b = np.load('$work/ours.npy'), np.load('$work/ort/output_0.npy')
+err = np.abs(a - b).max() / np.abs(b).max()
+print('ok   export-model in ONNX Runtime: relative error %.2e' % err)
+sys.exit(0 if err <= 1e-5 else 1)" || fail "export-model: ONNX Runtime disagrees with compress infer"
+else
+  fail "export-model: ONNX Runtime or the checker refused $work/mv2.onnx"
+fi
+
+# ---- registered in the help ----
+run 0 help --help
+for c in inspect infer convert export-model models; do expect_in help out "  $c"; done
+
+if ((fails)); then
+  echo "FAIL: $fails check(s)"
+  exit 1
+fi
+echo "ok: all CLI checks passed"
