@@ -1,0 +1,112 @@
+#ifndef CX_REPORT_H
+#define CX_REPORT_H
+
+/* The pipeline's report: models side by side (accuracy, size, cost, measured latency, training
+ * time) and every stage's loss and accuracy curves, written as report.md, report.html (self-
+ * contained, with inline SVG charts) and report.json (docs/distill.md lists its fields). Each
+ * file is written under a temporary name and renamed into place. */
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../core/graph.h"
+#include "../core/status.h"
+
+/* One line of a chart: n points (x[i], y[i]); a non-finite y breaks the line. */
+typedef struct cx_report_series {
+  const char *name;
+  int n;
+  const double *x, *y;
+} cx_report_series;
+
+typedef struct cx_report_model {
+  const char *name;        /* "teacher", "student (distilled)", "student (scratch)" */
+  const char *arch;        /* "resnet20", "mobilenet_v2:width=0.5", an ONNX path; may be NULL */
+  const char *onnx_path;   /* the exported model, NULL if none */
+  double top1, top5;       /* percent on the validation set; NAN: not measured */
+  int64_t params, macs;    /* MACs per image; -1: unknown */
+  int64_t onnx_bytes;      /* -1: no file */
+  double cpu_ms[2];        /* median ms per batch of 1 and 32 on our CPU runtime; NAN: none */
+  double ort_ms[2];        /* the same in ONNX Runtime; NAN: not measured */
+  double train_seconds;    /* NAN: not trained by this run */
+  double train_images_per_s;
+} cx_report_model;
+
+typedef struct cx_report_stage {
+  const char *name;           /* "teacher", "distill", "scratch" */
+  double seconds;             /* wall time of the stage; NAN: skipped (complete before) */
+  double images_per_s;        /* training throughput; NAN: none */
+  cx_report_series loss;      /* training loss by step */
+  cx_report_series accuracy;  /* validation top-1 (percent) by epoch */
+} cx_report_stage;
+
+/* How to feed the models: repeated from the ONNX metadata so any runtime can. */
+typedef struct cx_report_preprocess {
+  const char *layout;  /* "NCHW" */
+  double pixel_scale;  /* what uint8 pixels are multiplied by first (1/255) */
+  int channels;        /* 1 to 4: mean and std entries used */
+  double mean[4], std[4];
+  int64_t height, width;
+  int n_classes;
+  const char *const *class_names; /* n_classes names, or NULL */
+} cx_report_preprocess;
+
+typedef struct cx_report {
+  const char *title;
+  int n_models;
+  const cx_report_model *models;
+  int n_stages;
+  const cx_report_stage *stages;
+  cx_report_preprocess pre;
+  int latency_runs;          /* runs the latency medians were taken over */
+  int latency_threads;       /* threads both runtimes used; 0: their defaults */
+  const char *ort_version;   /* NULL: ONNX Runtime not installed */
+  const char *note;          /* a paragraph of free text, or NULL */
+} cx_report;
+
+/* A report with no models and every number NAN: fill in what is known. */
+cx_report_model cx_report_model_empty(const char *name);
+
+/* Writes dir/report.md, dir/report.html and dir/report.json. */
+cx_status cx_report_write(const cx_report *r, const char *dir);
+/* The three forms, each to a stream (what cx_report_write writes). */
+cx_status cx_report_markdown(const cx_report *r, FILE *f);
+cx_status cx_report_html(const cx_report *r, FILE *f);
+cx_status cx_report_json(const cx_report *r, FILE *f);
+
+/* ---- measurements ---- */
+
+/* Median milliseconds of `runs` forward passes of an inference program of `model` at `batch`
+ * (after two warm-up runs), on inputs of 0.5, with `threads` OpenMP threads (0: the default;
+ * the caller's setting is restored). */
+cx_status cx_report_cpu_latency(const cx_graph *model, int64_t batch, int runs, int threads,
+                                double *ms);
+
+/* The same in ONNX Runtime, through /usr/bin/python3 (or $CX_PYTHON) and an embedded script;
+ * CX_ERR_UNSUPPORTED when python or onnxruntime is missing. threads 0: ONNX Runtime's default.
+ * version (may be NULL) receives onnxruntime's version. */
+cx_status cx_report_ort_latency(const char *onnx_path, int64_t batch, int runs, int threads,
+                                double *ms, char *version, size_t version_size);
+
+/* A curve from a metrics.jsonl file (train/metrics.h): the lines that contain `filter` (NULL:
+ * all) and both keys, as (x_key, y_key) pairs; *x and *y are malloc'ed. A missing file gives an
+ * error, a file without such lines an empty series. */
+cx_status cx_report_metrics_series(const char *path, const char *filter, const char *x_key,
+                                   const char *y_key, cx_report_series *out);
+void cx_report_series_free(cx_report_series *s);
+
+/* ---- SVG ---- */
+
+typedef struct cx_svg_chart {
+  const char *title, *x_label, *y_label;
+  int width, height; /* pixels; 0: 560 x 320 */
+  int n_series;
+  const cx_report_series *series;
+} cx_svg_chart;
+
+/* An <svg> element (well-formed XML) with axes, ticks, a legend and one line per series. */
+void cx_svg_line_chart(FILE *f, const cx_svg_chart *c);
+/* Text escaped for XML and HTML (& < > " '). */
+void cx_xml_text(FILE *f, const char *s);
+
+#endif

@@ -1,0 +1,219 @@
+/* What the report measures: latency on our CPU runtime and in ONNX Runtime, and curves read
+ * back from metrics.jsonl. */
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../core/program.h"
+#include "../kernels/cpu/cpu.h"
+#include "report.h"
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int by_value(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, by_value);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Every graph input filled with 0.5 (f32) or 0 (anything else). */
+static void fill_inputs(cx_program *p) {
+  const cx_graph *g = cx_program_graph(p);
+  for (int v = 0; v < g->n_values; v++) {
+    if (g->values[v].kind != CX_VALUE_INPUT) continue;
+    const cx_tensor *t = cx_program_value_tensor(p, v);
+    int64_t n = cx_tensor_numel(t);
+    if (t->dtype == CX_F32)
+      for (int64_t i = 0; i < n; i++) ((float *)t->data)[i] = 0.5f;
+    else memset(t->data, 0, cx_tensor_nbytes(t));
+  }
+}
+
+static cx_status time_program(cx_program *p, int runs, double *ms) {
+  fill_inputs(p);
+  double *t = malloc(sizeof(double) * (size_t)runs);
+  cx_status s = t ? CX_OK : cx_fail(CX_ERR_NOMEM, "out of memory");
+  for (int i = -2; s == CX_OK && i < runs; i++) {
+    double t0 = now();
+    s = cx_program_forward(p);
+    if (i >= 0) t[i] = (now() - t0) * 1e3;
+  }
+  if (s == CX_OK) *ms = median(t, runs);
+  free(t);
+  return s;
+}
+
+cx_status cx_report_cpu_latency(const cx_graph *model, int64_t batch, int runs, int threads,
+                                double *ms) {
+  *ms = NAN;
+  if (runs < 1) return cx_fail(CX_ERR_ARG, "latency: %d runs", runs);
+  int keep = omp_get_max_threads();
+  if (threads > 0) omp_set_num_threads(threads);
+  cx_program *p = NULL;
+  cx_compile_opts co = {.batch = batch, .backend = cx_backend_cpu()};
+  cx_status s = cx_program_compile(model, &co, &p);
+  if (s == CX_OK) s = time_program(p, runs, ms);
+  cx_program_free(p);
+  omp_set_num_threads(keep);
+  return s;
+}
+
+/* ---- ONNX Runtime ----
+ * A script kept in the binary, so an installed `compress` needs no file beside it. It prints
+ * "ok <version> <median ms>", or exits 3 when numpy or onnxruntime cannot be imported. */
+static const char ort_script[] =
+    "import sys, time, statistics\n"
+    "try:\n"
+    "    import numpy as np, onnxruntime as ort\n"
+    "except Exception as e:\n"
+    "    print('missing', e); sys.exit(3)\n"
+    "path, batch, runs, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])\n"
+    "so = ort.SessionOptions()\n"
+    "if threads > 0:\n"
+    "    so.intra_op_num_threads = threads\n"
+    "    so.inter_op_num_threads = 1\n"
+    "s = ort.InferenceSession(path, so, providers=['CPUExecutionProvider'])\n"
+    "feed = {}\n"
+    "for i in s.get_inputs():\n"
+    "    shape = [d if isinstance(d, int) else batch for d in i.shape]\n"
+    "    shape[0] = batch\n"
+    "    feed[i.name] = np.full(shape, 0.5, dtype=np.float32)\n"
+    "for _ in range(2): s.run(None, feed)\n"
+    "t = []\n"
+    "for _ in range(runs):\n"
+    "    a = time.perf_counter(); s.run(None, feed); t.append((time.perf_counter() - a) * 1e3)\n"
+    "print('ok', ort.__version__, statistics.median(t))\n";
+
+/* 'text' for the shell, with embedded quotes closed and reopened */
+static void shell_quote(char *out, size_t size, const char *s) {
+  size_t o = 0;
+  out[o++] = '\'';
+  for (; *s && o + 6 < size; s++) {
+    if (*s == '\'') {
+      memcpy(out + o, "'\\''", 4);
+      o += 4;
+    } else {
+      out[o++] = *s;
+    }
+  }
+  out[o++] = '\'';
+  out[o] = '\0';
+}
+
+static cx_status write_script(char *path) {
+  strcpy(path, "/tmp/cx_ort_latency_XXXXXX");
+  int fd = mkstemp(path);
+  if (fd < 0) return cx_fail(CX_ERR_IO, "cannot create a temporary script: %s", strerror(errno));
+  size_t n = sizeof ort_script - 1;
+  bool ok = write(fd, ort_script, n) == (ssize_t)n;
+  close(fd);
+  if (!ok) {
+    unlink(path);
+    return cx_fail(CX_ERR_IO, "cannot write the temporary script %s", path);
+  }
+  return CX_OK;
+}
+
+cx_status cx_report_ort_latency(const char *onnx_path, int64_t batch, int runs, int threads,
+                                double *ms, char *version, size_t version_size) {
+  *ms = NAN;
+  const char *py = getenv("CX_PYTHON");
+  if (!py || !*py) py = "/usr/bin/python3";
+  if (access(py, X_OK) != 0)
+    return cx_fail(CX_ERR_UNSUPPORTED, "ONNX Runtime latency: %s is not there", py);
+  char script[64], qpath[4200], qpy[600], cmd[5000], line[512] = "";
+  CX_TRY(write_script(script));
+  shell_quote(qpath, sizeof qpath, onnx_path);
+  shell_quote(qpy, sizeof qpy, py);
+  snprintf(cmd, sizeof cmd, "%s %s %s %lld %d %d 2>&1", qpy, script, qpath, (long long)batch,
+           runs, threads);
+  FILE *p = popen(cmd, "r");
+  cx_status s = CX_OK;
+  if (!p) s = cx_fail(CX_ERR_IO, "cannot run %s: %s", py, strerror(errno));
+  char last[512] = "";
+  while (p && fgets(line, sizeof line, p)) snprintf(last, sizeof last, "%s", line);
+  int rc = p ? pclose(p) : -1;
+  unlink(script);
+  if (s != CX_OK) return s;
+  last[strcspn(last, "\n")] = '\0';
+  char ver[64];
+  double v = NAN;
+  if (rc != 0 || sscanf(last, "ok %63s %lf", ver, &v) != 2) {
+    if (strncmp(last, "missing", 7) == 0)
+      return cx_fail(CX_ERR_UNSUPPORTED, "ONNX Runtime is not installed for %s (%s)", py, last);
+    return cx_fail(CX_ERR_BACKEND, "ONNX Runtime could not run %s: %s", onnx_path, last);
+  }
+  *ms = v;
+  if (version) snprintf(version, version_size, "%s", ver);
+  return CX_OK;
+}
+
+/* ---- curves from metrics.jsonl ---- */
+
+/* The number after "key": in a JSON line; false when absent or null. */
+static bool json_field(const char *line, const char *key, double *v) {
+  char pat[160];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = strstr(line, pat);
+  if (!p) return false;
+  p += strlen(pat);
+  while (*p == ' ') p++;
+  char *end;
+  *v = strtod(p, &end);
+  return end != p;
+}
+
+static bool grow(cx_report_series *s, int *cap) {
+  if (s->n < *cap) return true;
+  int nc = *cap ? 2 * *cap : 64;
+  double *x = realloc((double *)s->x, sizeof(double) * (size_t)nc);
+  if (x) s->x = x;
+  double *y = x ? realloc((double *)s->y, sizeof(double) * (size_t)nc) : NULL;
+  if (y) s->y = y;
+  if (!x || !y) return false;
+  *cap = nc;
+  return true;
+}
+
+cx_status cx_report_metrics_series(const char *path, const char *filter, const char *x_key,
+                                   const char *y_key, cx_report_series *out) {
+  *out = (cx_report_series){.name = y_key};
+  FILE *f = fopen(path, "r");
+  if (!f) return cx_fail(CX_ERR_IO, "%s: cannot read the metrics: %s", path, strerror(errno));
+  char *line = NULL;
+  size_t len = 0;
+  int cap = 0;
+  cx_status s = CX_OK;
+  while (s == CX_OK && getline(&line, &len, f) > 0) {
+    double x, y;
+    if ((filter && !strstr(line, filter)) || !json_field(line, x_key, &x) ||
+        !json_field(line, y_key, &y))
+      continue;
+    if (!grow(out, &cap)) s = cx_fail(CX_ERR_NOMEM, "out of memory");
+    else ((double *)out->x)[out->n] = x, ((double *)out->y)[out->n++] = y;
+  }
+  free(line);
+  fclose(f);
+  if (s != CX_OK) cx_report_series_free(out);
+  return s;
+}
+
+void cx_report_series_free(cx_report_series *s) {
+  free((double *)s->x);
+  free((double *)s->y);
+  s->x = s->y = NULL;
+  s->n = 0;
+}
