@@ -32,6 +32,10 @@ void cx_program_free(cx_program *p);
 cx_status cx_program_forward(cx_program *p);
 cx_status cx_program_backward(cx_program *p);
 void cx_program_set_grad_hook(cx_program *p, cx_grad_ready_fn fn, void *user);
+/* The counter random ops (Dropout) key their draws with: backward passes run so far (training
+ * programs) or forward passes (inference). A resumed run sets it back to the checkpoint's. */
+uint64_t cx_program_step(const cx_program *p);
+void cx_program_set_step(cx_program *p, uint64_t step);
 
 /* Any value by name: inputs to fill, outputs to read, parameters, "<name>@grad" gradients. */
 cx_tensor *cx_program_tensor(cx_program *p, const char *name);

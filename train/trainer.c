@@ -1,21 +1,30 @@
 #include "trainer.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../core/program.h"
 #include "../kernels/cpu/cpu.h"
+#include "checkpoint.h"
+#include "diagnose.h"
 #include "grad_clip.h"
 #include "train_graph.h"
 
 cx_train_opts cx_train_defaults(void) {
   cx_train_opts o = {.batch_size = 128, .accum_steps = 1, .epochs = 1, .log_every = 50,
                      .loader = cx_loader_defaults(), .optim = cx_optim_defaults(CX_OPTIM_SGD),
-                     .seed = 1};
+                     .seed = 1, .diagnostics = true, .keep_checkpoints = 2};
   o.schedule = cx_schedule_defaults(CX_SCHEDULE_COSINE, o.optim.lr);
+  for (int c = 0; c < 4; c++) o.val_aug.std[c] = 1;
   return o;
 }
 
@@ -25,17 +34,109 @@ static double now(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* Sums over the steps since the last logged one. They go into checkpoints, so that a resumed
+ * run logs the same means as an uninterrupted one. */
+typedef struct window {
+  double steps, loss, correct, images;
+} window;
+
 /* Everything one training run holds. */
 typedef struct run {
   const cx_train_opts *o;
+  FILE *log;
   cx_program *train, *eval;
   cx_loader *loader;
   cx_optimizer *opt;
   int n_params;
   cx_tensor **params, **grads, **acc; /* acc: accumulated gradients (accum_steps > 1) */
-  int64_t micro, classes;
-  bool soft;
+  int64_t micro, classes, per_epoch, total;
+  bool soft, bar_open;
+  /* checkpoint contents: parameters and statistics; optimizer state and the window */
+  int n_ck, n_ck_state;
+  const char **ck_names, **ck_state_names;
+  cx_tensor **ck, **ck_state;
+  /* position: optimizer steps done; the next micro-batch is `batch` of epoch `epoch` */
+  int64_t step, epoch, batch, start_step;
+  window win;
+  cx_tensor win_t;
+  double t_start, t_log, wait_log, images_log; /* throughput since the last logged step */
+  cx_diag diag;
+  cx_layer_norm *layers;
+  int n_layers, *layer_param;
 } run;
+
+/* ---- setup ---- */
+
+static cx_status alloc_fail(void) { return cx_fail(CX_ERR_NOMEM, "out of memory"); }
+
+static cx_status list_params(run *r) {
+  r->n_params = cx_program_param_count(r->train);
+  size_t n = (size_t)r->n_params + 1;
+  r->params = calloc(n, sizeof *r->params);
+  r->grads = calloc(n, sizeof *r->grads);
+  r->layers = calloc(n, sizeof *r->layers);
+  r->layer_param = calloc(n, sizeof *r->layer_param);
+  if (!r->params || !r->grads || !r->layers || !r->layer_param) return alloc_fail();
+  for (int k = 0; k < r->n_params; k++) {
+    r->params[k] = cx_program_param(r->train, k);
+    r->grads[k] = cx_program_param_grad(r->train, k);
+    if (r->params[k]->shape.ndim >= 2) { /* conv and linear weights: the layers diagnosed */
+      r->layers[r->n_layers].name = cx_program_param_name(r->train, k);
+      r->layer_param[r->n_layers++] = k;
+    }
+  }
+  return CX_OK;
+}
+
+static cx_status create_optimizer(run *r) {
+  const char **names = calloc((size_t)r->n_params + 1, sizeof *names);
+  if (!names) return alloc_fail();
+  for (int k = 0; k < r->n_params; k++) names[k] = cx_program_param_name(r->train, k);
+  cx_status s = cx_optimizer_create(&r->o->optim, r->n_params, r->params, names, &r->opt);
+  free(names);
+  if (s != CX_OK || r->o->accum_steps <= 1) return s;
+  r->acc = calloc((size_t)r->n_params + 1, sizeof *r->acc);
+  if (!r->acc) return alloc_fail();
+  for (int k = 0; k < r->n_params; k++) {
+    const cx_tensor *g = r->grads[k];
+    void *data = malloc(cx_tensor_nbytes(g) + 1);
+    r->acc[k] = malloc(sizeof(cx_tensor));
+    if (!data || !r->acc[k]) return free(data), alloc_fail();
+    *r->acc[k] = cx_tensor_view(CX_F32, &g->shape, data);
+  }
+  return CX_OK;
+}
+
+/* What a checkpoint holds: parameters and BatchNorm statistics (STATE values) under /params;
+ * optimizer state and the log window under /optimizer. */
+static cx_status list_checkpoint(run *r) {
+  const cx_graph *g = cx_program_graph(r->train);
+  int n_opt = cx_optimizer_state_count(r->opt);
+  size_t cap = (size_t)(r->n_params + g->n_values) + 1, cap_s = (size_t)n_opt + 2;
+  r->ck_names = calloc(cap, sizeof *r->ck_names);
+  r->ck = calloc(cap, sizeof *r->ck);
+  r->ck_state_names = calloc(cap_s, sizeof *r->ck_state_names);
+  r->ck_state = calloc(cap_s, sizeof *r->ck_state);
+  if (!r->ck_names || !r->ck || !r->ck_state_names || !r->ck_state) return alloc_fail();
+  for (int k = 0; k < r->n_params; k++, r->n_ck++) {
+    r->ck_names[r->n_ck] = cx_program_param_name(r->train, k);
+    r->ck[r->n_ck] = r->params[k];
+  }
+  for (int v = 0; v < g->n_values; v++)
+    if (g->values[v].kind == CX_VALUE_STATE) {
+      r->ck_names[r->n_ck] = g->values[v].name;
+      r->ck[r->n_ck++] = cx_program_tensor(r->train, g->values[v].name);
+    }
+  for (int k = 0; k < n_opt; k++, r->n_ck_state++) {
+    r->ck_state_names[k] = cx_optimizer_state_name(r->opt, k);
+    r->ck_state[k] = cx_optimizer_state(r->opt, k);
+  }
+  cx_shape four = {1, {4}};
+  r->win_t = cx_tensor_view(CX_F64, &four, &r->win);
+  r->ck_state_names[r->n_ck_state] = "trainer/log_window";
+  r->ck_state[r->n_ck_state++] = &r->win_t;
+  return CX_OK;
+}
 
 static cx_status open_program(run *r, const cx_graph *model) {
   const cx_train_opts *o = r->o;
@@ -49,26 +150,10 @@ static cx_status open_program(run *r, const cx_graph *model) {
   cx_graph_free(g);
   if (s != CX_OK) return s;
   r->soft = soft;
-  if (!o->quiet) cx_program_print(r->train, stdout);
-  r->n_params = cx_program_param_count(r->train);
-  r->params = calloc((size_t)r->n_params + 1, sizeof *r->params);
-  r->grads = calloc((size_t)r->n_params + 1, sizeof *r->grads);
-  const char **names = calloc((size_t)r->n_params + 1, sizeof *names);
-  for (int k = 0; k < r->n_params; k++) {
-    r->params[k] = cx_program_param(r->train, k);
-    r->grads[k] = cx_program_param_grad(r->train, k);
-    names[k] = cx_program_param_name(r->train, k);
-  }
-  s = cx_optimizer_create(&o->optim, r->n_params, r->params, names, &r->opt);
-  free(names);
-  if (s != CX_OK || o->accum_steps <= 1) return s;
-  r->acc = calloc((size_t)r->n_params + 1, sizeof *r->acc);
-  for (int k = 0; k < r->n_params; k++) {
-    const cx_tensor *g = r->grads[k];
-    r->acc[k] = malloc(sizeof(cx_tensor));
-    *r->acc[k] = cx_tensor_view(CX_F32, &g->shape, malloc(cx_tensor_nbytes(g) + 1));
-  }
-  return CX_OK;
+  if (!o->quiet) cx_program_print(r->train, r->log);
+  CX_TRY(list_params(r));
+  CX_TRY(create_optimizer(r));
+  return list_checkpoint(r);
 }
 
 static void close_run(run *r) {
@@ -77,13 +162,128 @@ static void close_run(run *r) {
   cx_loader_close(r->loader);
   cx_optimizer_free(r->opt);
   for (int k = 0; r->acc && k < r->n_params; k++) {
-    free(r->acc[k]->data);
+    if (r->acc[k]) free(r->acc[k]->data);
     free(r->acc[k]);
   }
   free(r->acc);
   free(r->params);
   free(r->grads);
+  free(r->layers);
+  free(r->layer_param);
+  free(r->ck_names);
+  free(r->ck);
+  free(r->ck_state_names);
+  free(r->ck_state);
 }
+
+/* ---- checkpoints ---- */
+
+/* The step of a file named "step-<digits>.h5", or -1. */
+static int64_t checkpoint_step(const char *name) {
+  long long step;
+  int len = 0;
+  if (sscanf(name, "step-%lld.h5%n", &step, &len) != 1 || name[len] || step < 0 ||
+      strncmp(name, "step-", 5) || name[5] < '0' || name[5] > '9')
+    return -1;
+  return (int64_t)step;
+}
+
+/* The steps of the checkpoints in dir, in *steps (malloc'd), newest first. */
+static cx_status checkpoint_steps(const char *dir, int64_t **steps, int *n) {
+  *steps = NULL, *n = 0;
+  DIR *d = opendir(dir);
+  if (!d && errno == ENOENT)
+    return cx_fail(CX_ERR_IO, "%s: no such folder, so no checkpoint", dir);
+  if (!d) return cx_fail(CX_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
+  int cap = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    int64_t s = checkpoint_step(e->d_name);
+    if (s < 0) continue;
+    if (*n == cap) {
+      int64_t *more = realloc(*steps, sizeof **steps * (size_t)(cap = cap * 2 + 8));
+      if (!more) return closedir(d), free(*steps), *steps = NULL, alloc_fail();
+      *steps = more;
+    }
+    (*steps)[(*n)++] = s;
+  }
+  closedir(d);
+  for (int i = 1; i < *n; i++) /* insertion sort, newest first */
+    for (int j = i; j > 0 && (*steps)[j] > (*steps)[j - 1]; j--) {
+      int64_t t = (*steps)[j];
+      (*steps)[j] = (*steps)[j - 1], (*steps)[j - 1] = t;
+    }
+  return CX_OK;
+}
+
+static void checkpoint_name(const char *dir, int64_t step, char *path, size_t size) {
+  snprintf(path, size, "%s/step-%08lld.h5", dir, (long long)step);
+}
+
+cx_status cx_checkpoint_find_last(const char *dir, char *path, size_t size) {
+  int64_t *steps;
+  int n;
+  CX_TRY(checkpoint_steps(dir, &steps, &n));
+  if (n > 0) checkpoint_name(dir, steps[0], path, size);
+  free(steps);
+  if (n == 0) return cx_fail(CX_ERR_IO, "%s: no checkpoint (step-<N>.h5) to resume from", dir);
+  return CX_OK;
+}
+
+/* Keeps the newest `keep` checkpoints; a file that will not go is left (and said nothing of). */
+static void prune_checkpoints(const char *dir, int keep) {
+  int64_t *steps;
+  int n;
+  if (checkpoint_steps(dir, &steps, &n) != CX_OK) return;
+  char path[4200];
+  for (int i = keep; i < n; i++) {
+    checkpoint_name(dir, steps[i], path, sizeof path);
+    remove(path);
+  }
+  free(steps);
+}
+
+static cx_status save_checkpoint(run *r, cx_train_result *res) {
+  const cx_train_opts *o = r->o;
+  if (!o->checkpoint_dir) return CX_OK;
+  if (mkdir(o->checkpoint_dir, 0777) != 0 && errno != EEXIST)
+    return cx_fail(CX_ERR_IO, "%s: cannot create: %s", o->checkpoint_dir, strerror(errno));
+  cx_checkpoint_meta m = {.step = r->step, .epoch = r->epoch, .batch = r->batch,
+                          .seed = o->seed, .data_seed = o->seed,
+                          .rng_counter = cx_program_step(r->train)};
+  snprintf(m.config_hash, sizeof m.config_hash, "%s", o->config_hash ? o->config_hash : "");
+  char path[4200];
+  checkpoint_name(o->checkpoint_dir, r->step, path, sizeof path);
+  CX_TRY(cx_checkpoint_save(path, &m, r->n_ck, r->ck_names, (const cx_tensor *const *)r->ck,
+                            r->n_ck_state, r->ck_state_names,
+                            (const cx_tensor *const *)r->ck_state));
+  snprintf(res->checkpoint, sizeof res->checkpoint, "%s", path);
+  prune_checkpoints(o->checkpoint_dir, o->keep_checkpoints > 0 ? o->keep_checkpoints : 2);
+  return CX_OK;
+}
+
+static cx_status restore(run *r) {
+  const cx_train_opts *o = r->o;
+  cx_checkpoint_meta m;
+  CX_TRY(cx_checkpoint_load(o->resume_from, o->config_hash, &m, r->n_ck, r->ck_names, r->ck,
+                            r->n_ck_state, r->ck_state_names, r->ck_state));
+  if (m.seed != o->seed || m.data_seed != o->seed)
+    return cx_fail(CX_ERR_ARG, "%s: written with seed %llu, but this run's seed is %llu",
+                   o->resume_from, (unsigned long long)m.seed, (unsigned long long)o->seed);
+  int64_t end = r->per_epoch * o->accum_steps;
+  if (m.epoch < 0 || m.batch < 0 || m.batch > end || m.batch % o->accum_steps ||
+      (m.epoch == o->epochs && m.batch) || m.epoch > o->epochs)
+    return cx_fail(CX_ERR_ARG, "%s: its data position (epoch %lld, batch %lld) is not one of "
+                   "this run (%lld epochs of %lld batches)", o->resume_from, (long long)m.epoch,
+                   (long long)m.batch, (long long)o->epochs, (long long)end);
+  cx_optimizer_set_step_count(r->opt, m.step);
+  cx_program_set_step(r->train, m.rng_counter);
+  r->step = r->start_step = m.step;
+  r->epoch = m.epoch;
+  r->batch = m.batch;
+  return CX_OK;
+}
+
+/* ---- one step ---- */
 
 static cx_status feed(run *r, const cx_batch *b) {
   cx_tensor *in = cx_program_tensor(r->train, "input");
@@ -106,7 +306,8 @@ static cx_status micro_step(run *r, const cx_batch *b, double *loss, cx_eval_sum
   if (!isfinite(*loss)) {
     char where[600];
     CX_TRY(cx_program_locate_nonfinite(r->train, where, sizeof where));
-    return cx_fail(CX_ERR_NUMERIC, "the loss became %g at this step: %s", *loss, where);
+    return cx_fail(CX_ERR_NUMERIC, "the loss became %g at step %lld: %s", *loss,
+                   (long long)r->step + 1, where);
   }
   const cx_tensor *logits =
       cx_program_value_tensor(r->train, cx_program_graph(r->train)->outputs[1]);
@@ -114,7 +315,33 @@ static cx_status micro_step(run *r, const cx_batch *b, double *loss, cx_eval_sum
   return cx_program_backward(r->train);
 }
 
-static cx_status apply_update(run *r, int64_t step, double *grad_norm, float *lr) {
+static double norm2(const cx_tensor *t) {
+  const float *x = t->data;
+  double s = 0;
+  for (int64_t i = 0; i < cx_tensor_numel(t); i++) s += (double)x[i] * x[i];
+  return sqrt(s);
+}
+
+static void note(run *r, const char *fmt, const char *text) {
+  if (r->bar_open) fputc('\n', r->log);
+  r->bar_open = false;
+  fprintf(r->log, fmt, text);
+  fflush(r->log);
+}
+
+/* On logged steps: per-layer norms for the gradient diagnostics, before clipping. */
+static void diagnose_gradients(run *r, cx_tensor *const *g, double global, cx_train_result *res) {
+  for (int i = 0; i < r->n_layers; i++) {
+    int k = r->layer_param[i];
+    r->layers[i].grad = norm2(g[k]);
+    r->layers[i].weight = norm2(r->params[k]);
+  }
+  const char *w = cx_diag_gradients(&r->diag, r->step + 1, global, r->layers, r->n_layers);
+  if (w) note(r, "warning: %s\n", w), res->warnings++;
+}
+
+static cx_status apply_update(run *r, bool logged, double *grad_norm, float *lr,
+                              cx_train_result *res) {
   const cx_train_opts *o = r->o;
   cx_tensor **g = r->grads;
   if (r->acc) {
@@ -124,112 +351,227 @@ static cx_status apply_update(run *r, int64_t step, double *grad_norm, float *lr
   if (!cx_grads_finite(g, r->n_params)) {
     char where[600];
     CX_TRY(cx_program_locate_nonfinite(r->train, where, sizeof where));
-    return cx_fail(CX_ERR_NUMERIC, "a gradient became NaN or Inf: %s", where);
+    return cx_fail(CX_ERR_NUMERIC, "a gradient became NaN or Inf at step %lld: %s",
+                   (long long)r->step + 1, where);
   }
+  if (logged && o->diagnostics)
+    diagnose_gradients(r, g, cx_grad_global_norm(g, r->n_params), res);
   *grad_norm = o->clip_norm > 0 ? cx_grad_clip_global_norm(g, r->n_params, o->clip_norm)
                                 : cx_grad_global_norm(g, r->n_params);
-  *lr = cx_schedule_lr(&o->schedule, step);
+  *lr = cx_schedule_lr(&o->schedule, r->step);
   return cx_optimizer_step(r->opt, g, *lr);
 }
 
-static void progress(const run *r, const cx_train_step_info *s, int64_t steps_total) {
-  if (r->o->quiet) return;
-  printf("epoch %lld step %lld/%lld  loss %.4f  acc %.1f%%  lr %.4g  |g| %.3g  %.0f img/s  "
-         "(data wait %.0f%%)\n", (long long)s->epoch, (long long)s->step, (long long)steps_total,
-         s->loss, s->accuracy, s->lr, s->grad_norm, s->images_per_s,
-         100 * s->data_wait_s / (s->data_wait_s + s->compute_s + 1e-12));
-  fflush(stdout);
+/* The micro-batches of one optimizer step and the update. */
+static cx_status train_step(run *r, bool logged, double *gnorm, float *lr, cx_train_result *res) {
+  const cx_train_opts *o = r->o;
+  cx_eval_sums acc = {0};
+  double loss_sum = 0;
+  for (int m = 0; m < o->accum_steps; m++) {
+    cx_batch b;
+    CX_TRY(cx_loader_next(r->loader, &b));
+    if (r->step == r->start_step && m == 0) CX_TRY(cx_check_model_input(
+        cx_program_graph(r->train), &b, o->train_path));
+    double loss;
+    CX_TRY(micro_step(r, &b, &loss, &acc));
+    if (r->acc) CX_TRY(cx_grad_accumulate(r->acc, r->grads, r->n_params, m == 0));
+    loss_sum += loss / o->accum_steps;
+    r->images_log += (double)b.size;
+  }
+  CX_TRY(apply_update(r, logged, gnorm, lr, res));
+  r->step++;
+  r->batch += o->accum_steps;
+  r->win.steps += 1;
+  r->win.loss += loss_sum;
+  r->win.correct += acc.top1;
+  r->win.images += (double)acc.n;
+  return CX_OK;
 }
 
-static cx_status evaluate_epoch(run *r, const cx_graph *model, cx_eval_result *res) {
+/* ---- progress ---- */
+
+static double peak_memory_mb(void) {
+  struct rusage u;
+  return getrusage(RUSAGE_SELF, &u) == 0 ? (double)u.ru_maxrss / 1024.0 : 0;
+}
+
+static void format_duration(double s, char *buf, size_t size) {
+  long t = (long)(s + 0.5);
+  if (t >= 3600) snprintf(buf, size, "%ldh%02ldm", t / 3600, t / 60 % 60);
+  else if (t >= 60) snprintf(buf, size, "%ldm%02lds", t / 60, t % 60);
+  else snprintf(buf, size, "%lds", t);
+}
+
+static void progress(run *r, const cx_train_step_info *s) {
+  if (r->o->quiet) return;
+  double elapsed = now() - r->t_start, done = (double)(s->step - r->start_step);
+  char eta[32];
+  format_duration(done > 0 ? elapsed / done * (double)(r->total - s->step) : 0, eta, sizeof eta);
+  double wait = 100 * s->data_wait_s / (s->data_wait_s + s->compute_s + 1e-12);
+  if (r->o->progress_bar) {
+    enum { W = 24 };
+    int fill = (int)(W * (double)s->step / (double)(r->total ? r->total : 1));
+    char bar[W + 1];
+    for (int i = 0; i < W; i++) bar[i] = i < fill ? '#' : '.';
+    bar[W] = 0;
+    fprintf(r->log, "\r[%s] %3.0f%% ep %lld step %lld/%lld loss %.4f acc %.1f%% lr %.3g "
+            "%.0f img/s ETA %s\033[K", bar, 100.0 * (double)s->step / (double)r->total,
+            (long long)s->epoch, (long long)s->step, (long long)r->total, s->loss, s->accuracy,
+            s->lr, s->images_per_s, eta);
+    r->bar_open = true;
+  } else {
+    fprintf(r->log, "epoch %lld step %lld/%lld  loss %.4f  acc %.1f%%  lr %.4g  |g| %.3g  "
+            "%.0f img/s  (data wait %.0f%%)  ETA %s\n", (long long)s->epoch, (long long)s->step,
+            (long long)r->total, s->loss, s->accuracy, s->lr, s->grad_norm, s->images_per_s,
+            wait, eta);
+  }
+  fflush(r->log);
+}
+
+static void log_step(run *r, double gnorm, float lr, cx_train_result *res) {
+  const cx_train_opts *o = r->o;
+  double t = now(), wait = cx_loader_wait_seconds(r->loader);
+  double steps = r->win.steps > 0 ? r->win.steps : 1;
+  double images = r->win.images > 0 ? r->win.images : 1;
+  cx_train_step_info s = {.step = r->step, .epoch = r->epoch, .loss = r->win.loss / steps,
+                          .lr = lr, .grad_norm = gnorm, .accuracy = 100 * r->win.correct / images,
+                          .images_per_s = r->images_log / (t - r->t_log),
+                          .data_wait_s = wait - r->wait_log,
+                          .compute_s = t - r->t_log - (wait - r->wait_log),
+                          .peak_memory_mb = peak_memory_mb()};
+  progress(r, &s);
+  if (o->on_step) o->on_step(o->user, &s);
+  if (o->diagnostics) {
+    const char *w = cx_diag_loss(&r->diag, r->step, s.loss);
+    if (w) note(r, "warning: %s\n", w), res->warnings++;
+  }
+  res->final_loss = s.loss;
+  res->images_per_s = s.images_per_s;
+  r->win = (window){0};
+  r->t_log = t, r->wait_log = wait, r->images_log = 0;
+}
+
+/* ---- epochs ---- */
+
+static cx_status evaluate_epoch(run *r, const cx_graph *model, cx_train_result *res) {
   const cx_train_opts *o = r->o;
   if (!r->eval) {
     cx_compile_opts co = {.batch = r->micro, .backend = cx_backend_cpu()};
     CX_TRY(cx_program_compile(model, &co, &r->eval));
   }
   CX_TRY(cx_program_copy_params(r->eval, r->train));
-  return cx_evaluate_program(r->eval, o->val_path, o->val_part, &o->val_aug, res);
+  CX_TRY(cx_evaluate_program(r->eval, o->val_path, o->val_part, &o->val_aug, &res->val));
+  if (!o->quiet) {
+    char line[200];
+    snprintf(line, sizeof line, "epoch %lld: validation top-1 %.2f%%  top-5 %.2f%%  loss %.4f "
+             "(%lld images)", (long long)r->epoch, res->val.top1, res->val.top5, res->val.loss,
+             (long long)res->val.n);
+    note(r, "%s\n", line);
+  }
+  if (o->on_epoch) o->on_epoch(o->user, r->epoch, r->step, &res->val);
+  return CX_OK;
+}
+
+/* Skips the micro-batches of the epoch done before the checkpoint (the order and augmentation
+ * are functions of (seed, epoch, sample), so the rest of the epoch is as it was). */
+static cx_status skip_batches(run *r, int64_t n) {
+  for (int64_t k = 0; k < n; k++) {
+    cx_batch b;
+    CX_TRY(cx_loader_next(r->loader, &b));
+  }
+  return CX_OK;
+}
+
+static bool stop_now(const run *r) {
+  const cx_train_opts *o = r->o;
+  return (o->stop_after > 0 && r->step >= o->stop_after) || (o->interrupt && *o->interrupt);
+}
+
+/* One epoch from r->batch; *stopped when stop_after or an interrupt ended it early. */
+static cx_status train_epoch(run *r, cx_train_result *res, bool *stopped) {
+  const cx_train_opts *o = r->o;
+  int64_t end = r->per_epoch * o->accum_steps;
+  CX_TRY(cx_loader_epoch_begin(r->loader, r->epoch));
+  if (r->batch < end) CX_TRY(skip_batches(r, r->batch));
+  while (r->batch < end) {
+    bool last = r->batch + o->accum_steps >= end;
+    bool logged = (r->step + 1) % o->log_every == 0 || last;
+    double gnorm = 0;
+    float lr = 0;
+    CX_TRY(train_step(r, logged, &gnorm, &lr, res));
+    if (logged) log_step(r, gnorm, lr, res);
+    *stopped = stop_now(r);
+    if (*stopped || (o->checkpoint_every > 0 && r->step % o->checkpoint_every == 0))
+      CX_TRY(save_checkpoint(r, res));
+    if (*stopped) return CX_OK;
+  }
+  return CX_OK;
 }
 
 static cx_status train_epochs(run *r, cx_graph *model, cx_train_result *res) {
   const cx_train_opts *o = r->o;
-  int64_t per_epoch = cx_loader_batches(r->loader) / o->accum_steps, step = 0;
-  int64_t total = per_epoch * o->epochs;
-  double t_start = now();
-  for (int64_t epoch = 0; epoch < o->epochs; epoch++) {
-    CX_TRY(cx_loader_epoch_begin(r->loader, epoch));
-    double wait0 = cx_loader_wait_seconds(r->loader), t0 = now(), loss_sum = 0;
-    cx_eval_sums acc = {0};
-    int64_t images = 0;
-    for (int64_t i = 0; i < per_epoch; i++) {
-      for (int m = 0; m < o->accum_steps; m++) {
-        cx_batch b;
-        CX_TRY(cx_loader_next(r->loader, &b));
-        if (step == 0 && m == 0) CX_TRY(cx_check_model_input(model, &b, o->train_path));
-        double loss;
-        CX_TRY(micro_step(r, &b, &loss, &acc));
-        if (r->acc) CX_TRY(cx_grad_accumulate(r->acc, r->grads, r->n_params, m == 0));
-        loss_sum += loss / o->accum_steps;
-        images += b.size;
-      }
-      double gnorm = 0;
-      float lr = 0;
-      CX_TRY(apply_update(r, step, &gnorm, &lr));
-      step++;
-      if (step % o->log_every == 0 || i == per_epoch - 1) {
-        double t = now(), wait = cx_loader_wait_seconds(r->loader) - wait0;
-        cx_eval_result a = cx_eval_sums_result(&acc);
-        cx_train_step_info s = {.step = step, .epoch = epoch, .loss = loss_sum / (double)(i + 1),
-                                .lr = lr, .grad_norm = gnorm, .accuracy = a.top1,
-                                .images_per_s = (double)images / (t - t0), .data_wait_s = wait,
-                                .compute_s = t - t0 - wait};
-        progress(r, &s, total);
-        if (o->on_step) o->on_step(o->user, &s);
-        res->final_loss = s.loss;
-        res->images_per_s = s.images_per_s;
-      }
+  r->t_start = r->t_log = now();
+  r->wait_log = cx_loader_wait_seconds(r->loader);
+  for (; r->epoch < o->epochs; r->epoch++, r->batch = 0) {
+    bool stopped = false;
+    CX_TRY(train_epoch(r, res, &stopped));
+    if (stopped) {
+      res->stopped = true;
+      break;
     }
-    res->data_wait_s += cx_loader_wait_seconds(r->loader) - wait0;
-    if (o->val_path) {
-      CX_TRY(evaluate_epoch(r, model, &res->val));
-      if (!o->quiet)
-        printf("epoch %lld: validation top-1 %.2f%%  top-5 %.2f%%  loss %.4f (%lld images)\n",
-               (long long)epoch, res->val.top1, res->val.top5, res->val.loss,
-               (long long)res->val.n);
-      if (o->on_epoch) o->on_epoch(o->user, epoch, &res->val);
-    }
+    if (o->val_path) CX_TRY(evaluate_epoch(r, model, res));
   }
-  res->steps = step;
-  res->seconds = now() - t_start;
+  if (r->bar_open) fputc('\n', r->log);
+  res->steps = r->step;
+  res->seconds = now() - r->t_start;
+  res->data_wait_s = cx_loader_wait_seconds(r->loader);
+  if (!res->stopped) CX_TRY(save_checkpoint(r, res));
   return cx_program_store(r->train, model);
+}
+
+/* ---- entry ---- */
+
+static cx_status check_opts(cx_train_opts *o) {
+  if (o->accum_steps <= 0) o->accum_steps = 1;
+  if (o->log_every <= 0) o->log_every = 50;
+  if (!o->log) o->log = stdout;
+  if (o->batch_size <= 0 || o->batch_size % o->accum_steps)
+    return cx_fail(CX_ERR_ARG, "batch size %lld must be a positive multiple of the %d "
+                   "accumulation steps", (long long)o->batch_size, o->accum_steps);
+  if (o->epochs < 0) return cx_fail(CX_ERR_ARG, "epochs %lld < 0", (long long)o->epochs);
+  return CX_OK;
+}
+
+static cx_status open_loader(run *r, cx_train_opts *o) {
+  cx_loader_opts lo = o->loader;
+  lo.part = o->train_part;
+  lo.batch_size = r->micro;
+  lo.seed = o->seed;
+  lo.drop_last = true; /* programs have a fixed batch */
+  lo.shuffle = true;
+  CX_TRY(cx_loader_open(o->train_path, &lo, &r->loader));
+  r->classes = cx_loader_info(r->loader)->num_classes;
+  r->per_epoch = cx_loader_batches(r->loader) / o->accum_steps;
+  r->total = r->per_epoch * o->epochs;
+  if (r->per_epoch <= 0)
+    return cx_fail(CX_ERR_ARG, "%s: too few images for one step of %lld", o->train_path,
+                   (long long)o->batch_size);
+  if (o->schedule.total_steps <= 0) o->schedule.total_steps = r->total;
+  return cx_schedule_check(&o->schedule);
 }
 
 cx_status cx_train(cx_graph *model, const cx_train_opts *given, cx_train_result *res) {
   cx_train_opts o = *given;
-  if (o.accum_steps <= 0) o.accum_steps = 1;
-  if (o.log_every <= 0) o.log_every = 50;
-  if (o.batch_size <= 0 || o.batch_size % o.accum_steps)
-    return cx_fail(CX_ERR_ARG, "batch size %lld must be a positive multiple of the %d "
-                   "accumulation steps", (long long)o.batch_size, o.accum_steps);
   memset(res, 0, sizeof *res);
-  run r = {.o = &o, .micro = o.batch_size / o.accum_steps};
-  cx_loader_opts lo = o.loader;
-  lo.part = o.train_part;
-  lo.batch_size = r.micro;
-  lo.seed = o.seed;
-  lo.drop_last = true; /* programs have a fixed batch */
-  lo.shuffle = true;
-  cx_status s = cx_loader_open(o.train_path, &lo, &r.loader);
-  if (s == CX_OK) {
-    r.classes = cx_loader_info(r.loader)->num_classes;
-    int64_t steps = cx_loader_batches(r.loader) / o.accum_steps * o.epochs;
-    if (steps <= 0)
-      s = cx_fail(CX_ERR_ARG, "%s: too few images for one step of %lld", o.train_path,
-                  (long long)o.batch_size);
-    if (o.schedule.total_steps <= 0) o.schedule.total_steps = steps;
-  }
-  if (s == CX_OK) s = cx_schedule_check(&o.schedule);
+  CX_TRY(check_opts(&o));
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  run r = {.o = &o, .log = o.log, .micro = o.batch_size / o.accum_steps};
+  cx_status s = open_loader(&r, &o);
+  r.diag.classes = r.classes;
   if (s == CX_OK) s = open_program(&r, model);
+  if (s == CX_OK && o.resume_from) s = restore(&r);
+  res->resumed_step = r.start_step;
+  res->total_steps = r.total;
   if (s == CX_OK) s = train_epochs(&r, model, res);
   close_run(&r);
   return s;

@@ -1,6 +1,9 @@
 #ifndef CX_TRAINER_H
 #define CX_TRAINER_H
 
+#include <signal.h>
+#include <stdio.h>
+
 #include "../core/graph.h"
 
 struct cx_program;
@@ -20,8 +23,11 @@ typedef struct cx_eval_result {
 
 typedef struct cx_train_step_info {
   int64_t step, epoch;
-  double loss, lr, grad_norm, accuracy; /* accuracy of the step's batch, percent */
-  double images_per_s, data_wait_s, compute_s;
+  /* Means over the steps since the previous logged step: loss, and top-1 accuracy on the
+   * training batches (percent). lr and grad_norm are those of this step. */
+  double loss, lr, grad_norm, accuracy;
+  double images_per_s, data_wait_s, compute_s; /* since the previous logged step */
+  double peak_memory_mb;                       /* the process's peak resident memory */
 } cx_train_step_info;
 
 typedef struct cx_train_opts {
@@ -37,23 +43,42 @@ typedef struct cx_train_opts {
   float clip_norm;                     /* 0: no clipping */
   float label_smoothing;
   uint64_t seed;
-  int log_every;                       /* steps between progress lines; 0: 50 */
-  bool quiet;
+  int threads;                         /* OpenMP threads for compute; 0: leave as set */
+  int log_every;                       /* steps between logged steps; 0: 50 */
+  bool quiet;                          /* no progress output (warnings still go to log) */
+  bool progress_bar;                   /* one line redrawn with \r, with an ETA (a terminal) */
+  FILE *log;                           /* progress and warnings; NULL: stdout */
+  bool diagnostics;                    /* gradient and loss warnings (train/diagnose.h) */
+  /* Checkpoints (docs/training.md): "<checkpoint_dir>/step-<N>.h5", written every
+   * checkpoint_every steps (0: only at the end and when stopped), the newest keep_checkpoints
+   * kept (0: 2). config_hash is written into each and checked on resume. */
+  const char *checkpoint_dir;
+  int64_t checkpoint_every;
+  int keep_checkpoints;
+  const char *config_hash;
+  const char *resume_from;             /* a checkpoint to continue from; NULL: a fresh start */
+  int64_t stop_after;                  /* stop with a checkpoint at this step; 0: never */
+  const volatile sig_atomic_t *interrupt; /* set by a signal handler: the same, after this step */
   /* Stages that train with another loss (distillation) build the training graph themselves —
    * it must take "input", have a scalar output "loss" first and the logits second — and feed
    * their extra inputs before each micro-batch's forward pass. NULL: cx_train_graph, no feed. */
   cx_status (*build_graph)(void *user, const cx_graph *model, cx_graph **out);
   cx_status (*feed)(void *user, struct cx_program *train, const cx_batch *b);
-  /* Called after every optimizer step (metrics writers, progress); may be NULL. */
+  /* Called at every logged step (metrics writers), and after each evaluation; may be NULL. */
   void (*on_step)(void *user, const cx_train_step_info *s);
-  void (*on_epoch)(void *user, int64_t epoch, const cx_eval_result *val);
+  void (*on_epoch)(void *user, int64_t epoch, int64_t step, const cx_eval_result *val);
   void *user;
 } cx_train_opts;
 
 typedef struct cx_train_result {
-  int64_t steps;
+  int64_t steps;                       /* optimizer steps done, counting those before a resume */
+  int64_t resumed_step;                /* the checkpoint's step; 0 for a fresh start */
+  int64_t total_steps;                 /* of the whole run */
+  bool stopped;                        /* by stop_after or interrupt, before the end */
   double seconds, images_per_s, data_wait_s, final_loss;
-  cx_eval_result val;
+  cx_eval_result val;                  /* the last evaluation (n 0: none) */
+  char checkpoint[4200];               /* the last checkpoint written ("" if none) */
+  int warnings;                        /* diagnostics given */
 } cx_train_result;
 
 /* Running sums for top-k and cross-entropy over batches of logits. */
@@ -68,7 +93,13 @@ cx_eval_result cx_eval_sums_result(const cx_eval_sums *s);
 cx_status cx_check_model_input(const cx_graph *model, const cx_batch *b, const char *path);
 
 cx_train_opts cx_train_defaults(void);
+/* Trains model in place: on success (and when stopped) its parameters and BatchNorm statistics
+ * are the trained ones. */
 cx_status cx_train(cx_graph *model, const cx_train_opts *o, cx_train_result *r);
+
+/* The newest "step-<N>.h5" in dir into path (size bytes); CX_ERR_IO naming dir when there is
+ * none. */
+cx_status cx_checkpoint_find_last(const char *dir, char *path, size_t size);
 
 /* The same with an inference program already compiled (batch from its input). */
 struct cx_program;
