@@ -16,6 +16,7 @@ enum { PATH_MAX_ = CX_CLI_PATH_MAX };
 
 typedef struct args {
   const char *file, *out, *only, *from;
+  int64_t stop_after; /* stop the stage that trains at this step, as if interrupted */
 } args;
 
 /* What the trainer's hooks get as user: the KD hooks read the first member. */
@@ -121,6 +122,7 @@ static cx_status train_stage(runner *r, int id, cx_graph *g, cx_train_result *re
   o->checkpoint_dir = ckdir;
   o->resume_from = *resume ? resume : NULL;
   o->interrupt = &interrupted;
+  o->stop_after = r->a.stop_after;
   o->progress_bar = isatty(fileno(stdout));
   o->on_step = on_step;
   o->on_epoch = on_epoch;
@@ -236,7 +238,11 @@ static cx_status prepare(runner *r) {
 static int parse(int argc, char **argv, args *a) {
   for (int i = 0; i < argc; i++) {
     const char *k = argv[i];
-    if (!strcmp(k, "--out") || !strcmp(k, "--only") || !strcmp(k, "--from")) {
+    if (!strcmp(k, "--stop-after")) {
+      char *end;
+      if (i + 1 >= argc || (a->stop_after = strtoll(argv[++i], &end, 10)) < 1 || *end)
+        return cx_cli_usage_error(&cx_cmd_pipeline, "%s", "--stop-after: a step number above 0");
+    } else if (!strcmp(k, "--out") || !strcmp(k, "--only") || !strcmp(k, "--from")) {
       if (i + 1 >= argc)
         return cx_cli_usage_error(&cx_cmd_pipeline, "option '%s' needs a value", k);
       const char *v = argv[++i];
@@ -298,6 +304,8 @@ const cx_command cx_cmd_pipeline = {
         "skipped; an interrupted one continues from its last checkpoint.\n\n"
         "    --out DIR       the output folder (instead of [run] out_dir)\n"
         "    --only STAGE    run this stage only, even if complete\n"
-        "    --from STAGE    run this stage and the ones after it, even if complete\n",
+        "    --from STAGE    run this stage and the ones after it, even if complete\n"
+        "    --stop-after N  stop a training stage at step N with a checkpoint, as Ctrl-C\n"
+        "                    does (the next run continues from there)\n",
     .run = run,
 };

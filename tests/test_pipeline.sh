@@ -153,6 +153,28 @@ sed 's/^lr = 0.05/lr = 0.04/' "$work/pipe.toml" >"$work/pipe2.toml"
 run 0 changed pipeline "$work/pipe2.toml" --out "$r"
 expect_in changed out "teacher: complete"
 expect_in changed out "scratch: 24 steps"
+# an interrupted stage continues from its last checkpoint, to the same numbers
+run 1 stopped pipeline "$work/pipe.toml" --out "$work/run_s" --stop-after 13
+expect_in stopped err "interrupted at step 13"
+[[ -f $work/run_s/checkpoints/teacher/step-00000013.h5 ]] || fail "stopped: no checkpoint at 13"
+run 0 resumed pipeline "$work/pipe.toml" --out "$work/run_s"
+expect_in resumed out "teacher: resuming from $work/run_s/checkpoints/teacher/step-00000013.h5"
+$py - "$r/metrics.jsonl" "$work/run_s/metrics.jsonl" <<'EOF' || fail "resumed: metrics differ"
+import json, sys
+def first(p, key):
+    return [l[key] for l in map(json.loads, open(p)) if key in l][0]
+for key in ("teacher/val_top1", "scratch/val_top1"):
+    a, b = first(sys.argv[1], key), first(sys.argv[2], key)
+    assert a == b, (key, a, b)
+EOF
+
+# a teacher given as ONNX is checked and exported again with the metadata
+sed -e 's|^spec = "resnet20.*|onnx = "run/teacher.onnx"|' -e '/^\[teacher.train\]/,/^$/d' \
+  "$work/pipe.toml" >"$work/pipe_onnx.toml"
+run 0 onnx-teacher pipeline "$work/pipe_onnx.toml" --out "$work/run_o" --only teacher
+expect_in onnx-teacher out "teacher: exporting"
+[[ -f $work/run_o/teacher.onnx ]] || fail "onnx-teacher: no teacher.onnx"
+
 run 2 bad-stage-arg pipeline "$work/pipe.toml" --only teacher --from scratch
 run 1 no-such-stage pipeline "$work/pipe.toml" --only distill
 expect_in no-such-stage err "no stage 'distill'"
