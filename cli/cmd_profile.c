@@ -196,3 +196,65 @@ const cx_command cx_cmd_profile = {
         "    --json             print one JSON object (every op type and node) instead\n",
     .run = run,
 };
+
+/* compress bench train: images per second of whole training steps (forward, backward, SGD). */
+static cx_status bench(const profile_opts *o, double *images_per_s, double *ms_per_step) {
+  cx_program *p = NULL;
+  int64_t classes = 0;
+  CX_TRY(build(o, &p, &classes));
+  fill_inputs(p, classes);
+  cx_optim_config c = cx_optim_defaults(CX_OPTIM_SGD);
+  c.weight_decay = 5e-4f;
+  cx_optimizer *opt = NULL;
+  cx_status s = cx_optimizer_for_program(&c, p, &opt);
+  double unused = 0, t0 = 0;
+  for (int64_t k = 0; k < o->warmup + o->steps && s == CX_OK; k++) {
+    if (k == o->warmup) t0 = cx_profile_now();
+    s = run_step(p, opt, NULL, k, &unused);
+  }
+  double dt = cx_profile_now() - t0;
+  *images_per_s = (double)(o->batch * o->steps) / dt;
+  *ms_per_step = 1e3 * dt / (double)o->steps;
+  cx_optimizer_free(opt);
+  cx_program_free(p);
+  return s;
+}
+
+static int run_bench(int argc, char **argv) {
+  if (argc < 1 || strcmp(argv[0], "train"))
+    return cx_cli_usage_error(&cx_cmd_bench, "%s", "the benchmark to run is 'train'");
+  profile_opts o = {.batch = 128, .steps = 20, .warmup = 3, .training = true};
+  int rc = parse(&cx_cmd_bench, argc - 1, argv + 1, &o);
+  if (rc) return rc;
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  double ips = 0, ms = 0;
+  if (bench(&o, &ips, &ms) != CX_OK) return cx_cli_fail(&cx_cmd_bench);
+  if (o.json) {
+    printf("{\"model\":");
+    cx_json_string(stdout, o.model);
+    printf(",\"batch\":%lld,\"threads\":%d,\"precision\":\"%s\",\"steps\":%lld,"
+           "\"images_per_s\":%.2f,\"ms_per_step\":%.3f}\n", (long long)o.batch,
+           omp_get_max_threads(), o.bf16 ? "bf16" : "fp32", (long long)o.steps, ips, ms);
+  } else
+    printf("%s: training, batch %lld, %d threads, %s: %.1f images/s (%.1f ms a step)\n", o.model,
+           (long long)o.batch, omp_get_max_threads(), o.bf16 ? "bf16" : "fp32", ips, ms);
+  return 0;
+}
+
+const cx_command cx_cmd_bench = {
+    .name = "bench",
+    .summary = "Measure training throughput (images/s) of a model",
+    .usage =
+        "usage: compress bench train SPEC_OR_ONNX [--batch N] [--threads N]\n"
+        "                              [--precision fp32|bf16] [--steps N] [--warmup N] [--json]\n\n"
+        "Times whole training steps — forward, backward (softmax cross-entropy on random\n"
+        "labels) and an SGD step — on random inputs after --warmup untimed steps, and\n"
+        "prints images per second. bench/run_train.sh runs it beside PyTorch.\n\n"
+        "    --batch N          batch size (default 128)\n"
+        "    --steps N          timed steps (default 20)\n"
+        "    --warmup N         untimed steps first (default 3)\n"
+        "    --threads N        OpenMP threads (default: OMP_NUM_THREADS or all CPUs)\n"
+        "    --precision P      fp32 (default) or bf16 autocast\n"
+        "    --json             print one JSON object\n",
+    .run = run_bench,
+};

@@ -138,9 +138,15 @@ else
   fail "export-model: ONNX Runtime or the checker refused $work/mv2.onnx"
 fi
 
+# ---- bench train: whole training steps, images/s ----
+run 0 bench_train bench train "resnet20:classes=10,input=1x16x16" --batch 4 --steps 2 --warmup 1 --json
+/usr/bin/python3 -c "import json; r = json.load(open('$work/bench_train.out')); assert r['images_per_s'] > 0" ||
+  fail "bench train: no throughput in its JSON"
+run 2 bench_usage bench inference resnet20
+
 # ---- registered in the help ----
 run 0 help --help
-for c in inspect infer convert export-model models; do expect_in help out "  $c"; done
+for c in inspect infer convert export-model models bench; do expect_in help out "  $c"; done
 
 if ((fails)); then
   echo "FAIL: $fails check(s)"
