@@ -134,7 +134,10 @@ static cx_status train_stage(runner *r, int id, cx_graph *g, cx_train_result *re
     snprintf(cache, sizeof cache, "%s/teacher_cache", r->out);
     st = load_teacher(r, &teacher);
     if (st == CX_OK)
-      st = cx_pipeline_kd_begin(teacher, r->p.temperature, r->p.alpha, cache, o, &r->kd);
+      /* A resumed run would need its epoch for the cache keys (cx_kd_opts.start_epoch): it
+       * runs the teacher on every batch instead, never reading another epoch's outputs. */
+      st = cx_pipeline_kd_begin(teacher, r->p.temperature, r->p.alpha, *resume ? NULL : cache,
+                                o, &r->kd);
   }
   if (st == CX_OK) st = cx_train(g, o, res);
   cx_status k = cx_pipeline_kd_end(r->kd);

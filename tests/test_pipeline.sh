@@ -175,6 +175,25 @@ run 0 onnx-teacher pipeline "$work/pipe_onnx.toml" --out "$work/run_o" --only te
 expect_in onnx-teacher out "teacher: exporting"
 [[ -f $work/run_o/teacher.onnx ]] || fail "onnx-teacher: no teacher.onnx"
 
+# [distill]: runs where distill/ is built in (the student distilled from the teacher above);
+# refused before anything trains, naming the table, where it is not
+cp "$work/pipe.toml" "$work/pipe_kd.toml"
+printf '\n[distill]\ntemperature = 4.0\nalpha = 0.9\nepochs = 1\nlr = 0.05\nmomentum = 0.9\n' \
+  >>"$work/pipe_kd.toml"
+"$compress" pipeline "$work/pipe_kd.toml" --out "$r" >"$work/kd.out" 2>"$work/kd.err"
+kd=$?
+if [[ $kd == 0 ]]; then
+  echo "ok   kd (distillation built in)"
+  expect_in kd out "teacher: complete"
+  expect_in kd out "distill: 24 steps"
+  [[ -f $r/student.onnx ]] || fail "kd: no student.onnx"
+else
+  [[ $kd == 1 ]] || fail "kd: exit $kd"
+  expect_in kd err "compress pipeline: $work/pipe_kd.toml:39:1: 'distill': knowledge distillation is not available"
+  [[ ! -e $r/student.onnx ]] || fail "kd: a student.onnx without distillation"
+  echo "ok   kd (not built in: refused)"
+fi
+
 run 2 bad-stage-arg pipeline "$work/pipe.toml" --only teacher --from scratch
 run 1 no-such-stage pipeline "$work/pipe.toml" --only distill
 expect_in no-such-stage err "no stage 'distill'"
