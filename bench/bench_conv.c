@@ -1,11 +1,16 @@
 /* Convolution speed as training sees it: each layer is a one-Conv graph compiled as a training
  * program (X and W are parameters, so backward computes dX and dW), timed over
- * cx_program_forward + cx_program_backward. Prints one tab-separated line per layer for
- * bench/conv_torch.py, which times PyTorch on the same layers and prints the joint table
- * (bench/run_conv.sh runs both). Depthwise layers are also timed through oneDNN
- * (CX_CONV_DEPTHWISE=dnnl) to show what the hand-written path gains.
+ * cx_program_forward + cx_program_backward. Prints one tab-separated line per layer; depthwise
+ * layers are also timed through oneDNN (CX_CONV_DEPTHWISE=dnnl) to show what the hand-written path
+ * gains. bench/conv_torch.py runs it layer by layer beside PyTorch and prints the joint table
+ * (bench/run_conv.sh).
  *
- *   bench_conv [--threads N] [--batch N] [--seconds S]   (defaults: 2 threads, batch 128, 0.4 s) */
+ *   bench_conv [--threads N] [--batch N] [--seconds S] [--layer I] [--list] [--cpu-time]
+ *   (defaults: 2 threads, batch 128, 0.4 s per measurement, every layer; --list only names them)
+ *
+ * --cpu-time times with the process's CPU time (all threads) instead of the wall clock: on a
+ * machine shared with other jobs that stays fair to both sides, at the price of not seeing idle
+ * threads (run it with OMP_WAIT_POLICY=passive so that waiting threads do not spin). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,9 +43,11 @@ static const layer layers[] = {
     {"mv2 dw 576x8x8", 576, 8, 8, 576, 3, 1, 576},
 };
 
+static clockid_t clock_id = CLOCK_MONOTONIC;
+
 static double now(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(clock_id, &t);
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
@@ -100,38 +107,59 @@ static cx_status measure(const layer *l, int batch, double seconds, double *gflo
   return s;
 }
 
+static void print_line(const layer *l, int batch, int threads, double ours, double dnnl) {
+  printf("%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t", l->name, batch, l->c, l->h, l->w, l->m,
+         l->k, l->stride, l->group, threads);
+  printf(ours > 0 ? "%.2f\t" : "-\t", ours);
+  printf(dnnl > 0 ? "%.2f\n" : "-\n", dnnl);
+  fflush(stdout);
+}
+
+static cx_status run_layer(const layer *l, int batch, int threads, double seconds) {
+  double ours, dnnl = 0;
+  CX_TRY(measure(l, batch, seconds, &ours));
+  if (l->group > 1) {
+    setenv("CX_CONV_DEPTHWISE", "dnnl", 1);
+    cx_status s = measure(l, batch, seconds, &dnnl);
+    unsetenv("CX_CONV_DEPTHWISE");
+    CX_TRY(s);
+  }
+  print_line(l, batch, threads, ours, dnnl);
+  return CX_OK;
+}
+
 int main(int argc, char **argv) {
-  int threads = 2, batch = 128;
+  int threads = 2, batch = 128, only = -1, n_layers = (int)(sizeof layers / sizeof *layers);
   double seconds = 0.4;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (strcmp(argv[i], "--threads") == 0) threads = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--batch") == 0) batch = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--seconds") == 0) seconds = atof(argv[i + 1]);
+  bool list = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--list") == 0) list = true;
+    else if (strcmp(a, "--cpu-time") == 0) clock_id = CLOCK_PROCESS_CPUTIME_ID;
+    else if (v && strcmp(a, "--threads") == 0) threads = atoi(argv[++i]);
+    else if (v && strcmp(a, "--batch") == 0) batch = atoi(argv[++i]);
+    else if (v && strcmp(a, "--seconds") == 0) seconds = atof(argv[++i]);
+    else if (v && strcmp(a, "--layer") == 0) only = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: bench_conv [--threads N] [--batch N] [--seconds S]\n");
+      fprintf(stderr, "usage: bench_conv [--threads N] [--batch N] [--seconds S] [--layer I] "
+                      "[--list] [--cpu-time]\n");
       return 2;
     }
   }
+  if (only >= n_layers) {
+    fprintf(stderr, "bench_conv: --layer %d: there are %d layers\n", only, n_layers);
+    return 2;
+  }
   omp_set_num_threads(threads);
   printf("# name\tbatch\tc\th\tw\tm\tk\tstride\tgroup\tthreads\tcompress_gflops\tdnnl_gflops\n");
-  for (size_t i = 0; i < sizeof layers / sizeof *layers; i++) {
-    const layer *l = &layers[i];
-    double ours, dnnl = 0;
-    cx_status s = measure(l, batch, seconds, &ours);
-    if (s == CX_OK && l->group > 1) {
-      setenv("CX_CONV_DEPTHWISE", "dnnl", 1);
-      s = measure(l, batch, seconds, &dnnl);
-      unsetenv("CX_CONV_DEPTHWISE");
-    }
+  for (int i = 0; i < n_layers; i++) {
+    if (only >= 0 && i != only) continue;
+    cx_status s = list ? (print_line(&layers[i], batch, threads, 0, 0), CX_OK)
+                       : run_layer(&layers[i], batch, threads, seconds);
     if (s != CX_OK) {
-      fprintf(stderr, "bench_conv: %s: %s\n", l->name, cx_last_error());
+      fprintf(stderr, "bench_conv: %s: %s\n", layers[i].name, cx_last_error());
       return 1;
     }
-    printf("%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t", l->name, batch, l->c, l->h, l->w,
-           l->m, l->k, l->stride, l->group, threads, ours);
-    if (dnnl > 0) printf("%.2f\n", dnnl);
-    else printf("-\n");
-    fflush(stdout);
   }
   return 0;
 }

@@ -1,36 +1,47 @@
 #!/usr/bin/python3
-"""Times PyTorch on the convolution layers that bench_conv measured and prints the joint table.
+"""Convolution speed, compress against PyTorch, layer by layer.
 
-Reads bench_conv's tab-separated lines on stdin (or from the file named as the first argument),
-times forward + backward (dX, dW) of the same layer in PyTorch with the same batch and thread count,
-in NCHW and channels_last, and compares compress against the faster layout.
+Runs bench_conv on one layer at a time and, right after it, PyTorch on the same layer (forward +
+backward with dX and dW, same batch and thread count, NCHW and channels_last), so that both see the
+same machine; --repeat n does that n times and keeps each side's best. Prints one table comparing
+compress with PyTorch's faster layout. When the bench_conv arguments include --cpu-time, PyTorch is
+timed by CPU time too.
 
-    build/bench/bench_conv | /usr/bin/python3 bench/conv_torch.py
+    /usr/bin/python3 bench/conv_torch.py [--repeat n] build/bench/bench_conv [bench_conv args...]
 """
+import subprocess
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
+# Debian's torch is built against Debian's numpy; a newer numpy installed by pip under /usr/local
+# would shadow it and make torch print import errors, so Debian's packages go first.
+sys.path.sort(key=lambda p: p.startswith("/usr/local/"))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+SECONDS = 0.4
+clock = time.perf_counter
 
 
-def best_step(x, w, dy, stride, pad, group, seconds):
+def best_step(x, w, dy, stride, pad, group):
     """Best time of one forward + backward step, after a warm-up step."""
-    best, start, i = float("inf"), time.perf_counter(), 0
-    while i < 4 or time.perf_counter() - start < seconds:
+    best, start, i = float("inf"), clock(), 0
+    while i < 4 or clock() - start < SECONDS:
         x.grad = None
         w.grad = None
-        t0 = time.perf_counter()
+        t0 = clock()
         y = F.conv2d(x, w, None, stride, pad, 1, group)
         y.backward(dy)
-        t = time.perf_counter() - t0
+        t = clock() - t0
         if i > 0:
             best = min(best, t)
         i += 1
     return best
 
 
-def torch_gflops(batch, c, h, wd, m, k, stride, group, seconds):
+def torch_gflops(batch, c, h, wd, m, k, stride, group):
+    """GFLOP/s of forward + dX + dW by layout."""
     pad = k // 2
     oh = (h + 2 * pad - k) // stride + 1
     ow = (wd + 2 * pad - k) // stride + 1
@@ -41,38 +52,59 @@ def torch_gflops(batch, c, h, wd, m, k, stride, group, seconds):
         x = torch.rand(batch, c, h, wd).sub_(0.5).to(memory_format=fmt).requires_grad_()
         w = torch.rand(m, c // group, k, k).sub_(0.5).to(memory_format=fmt).requires_grad_()
         dy = torch.rand(batch, m, oh, ow).sub_(0.5).to(memory_format=fmt)
-        result[layout] = flops / best_step(x, w, dy, stride, pad, group, seconds) * 1e-9
+        result[layout] = flops / best_step(x, w, dy, stride, pad, group) * 1e-9
     return result
 
 
+def bench_conv(cmd, *extra):
+    """bench_conv's layer lines (tab-separated fields)."""
+    out = subprocess.run(cmd + list(extra), check=True, capture_output=True, text=True).stdout
+    return [ln.split("\t") for ln in out.splitlines() if ln and not ln.startswith("#")]
+
+
+def best(a, b):
+    return b if a == "-" or (b != "-" and float(b) > float(a)) else a
+
+
 def main():
-    src = open(sys.argv[1]) if len(sys.argv) > 1 else sys.stdin
-    rows = [line.rstrip("\n").split("\t") for line in src if line.strip() and not line.startswith("#")]
-    if not rows:
-        sys.exit("conv_torch.py: no bench_conv lines on input")
-    threads = int(rows[0][9])
+    global clock
+    args = sys.argv[1:]
+    repeat = 1
+    if args[:1] == ["--repeat"]:
+        repeat, args = int(args[1]), args[2:]
+    if not args:
+        sys.exit(__doc__)
+    if "--cpu-time" in args:
+        clock = time.process_time
+    layers = bench_conv(args, "--list")
+    threads = int(layers[0][9])
     torch.set_num_threads(threads)
-    print(f"forward + backward (dX, dW), batch {rows[0][1]}, {threads} threads, "
-          f"torch {torch.__version__}; GFLOP/s (higher is better)")
+    print(f"forward + backward (dX, dW), batch {layers[0][1]}, {threads} threads, "
+          f"torch {torch.__version__}, best of {repeat}, "
+          f"{'CPU time' if clock is time.process_time else 'wall clock'}; GFLOP/s (higher is better)")
     head = f"{'layer':28} {'compress':>9} {'torch':>9} {'layout':>13} {'ratio':>6}   {'oneDNN dw':>9}"
     print(head)
     print("-" * len(head))
     ratios = []
-    for r in rows:
-        name = r[0]
+    for i, r in enumerate(layers):
         batch, c, h, wd, m, k, stride, group = map(int, r[1:9])
-        ours = float(r[10])
-        t = torch_gflops(batch, c, h, wd, m, k, stride, group, 0.4)
+        ours, dnnl, t = "-", "-", {}
+        for _ in range(repeat):
+            line = bench_conv(args, "--layer", str(i))[0]
+            ours, dnnl = best(ours, line[10]), best(dnnl, line[11])
+            for layout, g in torch_gflops(batch, c, h, wd, m, k, stride, group).items():
+                t[layout] = max(g, t.get(layout, 0.0))
         layout = max(t, key=t.get)
-        ratio = ours / t[layout]
+        ratio = float(ours) / t[layout]
         ratios.append(ratio)
-        dnnl = r[11] if r[11] != "-" else ""
-        print(f"{name:28} {ours:9.1f} {t[layout]:9.1f} {layout:>13} {ratio:6.2f}   {dnnl:>9}",
-              flush=True)
+        print(f"{r[0]:28} {float(ours):9.1f} {t[layout]:9.1f} {layout:>13} {ratio:6.2f}   "
+              f"{'' if dnnl == '-' else float(dnnl):>9}", flush=True)
     geo = 1.0
     for x in ratios:
         geo *= x
     print(f"geometric mean of ratio (compress / best torch): {geo ** (1 / len(ratios)):.2f}")
+    print("oneDNN dw: compress with depthwise convolutions sent to oneDNN instead "
+          "(CX_CONV_DEPTHWISE=dnnl)")
 
 
 if __name__ == "__main__":

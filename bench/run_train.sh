@@ -19,4 +19,4 @@ run() { # NAME SPEC TORCH_NAME PRECISION
 run resnet20 "resnet20:classes=10,input=1x28x28" resnet20 fp32
 run mobilenet_v2_0.5 "mobilenet_v2:width=0.5,classes=10,input=1x28x28" mobilenet_v2_0.5 fp32
 run mobilenet_v2 "mobilenet_v2:classes=10,input=3x32x32" mobilenet_v2 fp32
-run resnet20 "resnet20:classes=10,input=1x28x28" resnet20 bf16
+# bf16 joins when the kernels implement autocast (compress refuses --precision bf16 until then)

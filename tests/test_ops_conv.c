@@ -110,7 +110,7 @@ static const conv_case cases[] = {
     {"W constant (dB only)", GEO(2, 3, 6, 6, 4, 3, 3, 1), .pads = {1, 1, 1, 1}, .bias = true, .w_const = true},
     {"depthwise multiplier 2", GEO(2, 3, 7, 7, 6, 3, 3, 3), .pads = {1, 1, 1, 1}, .bias = true},
     {"depthwise 5x5", GEO(1, 4, 9, 9, 4, 5, 5, 4), .pads = {2, 2, 2, 2}, .bias = true},
-    {NULL},
+    {0},
 };
 
 /* Depthwise 3x3, stride 1 or 2: the hand-written path. Widths cross its 16- and 32-column blocks;
@@ -130,7 +130,7 @@ static const conv_case dw_cases[] = {
     {"depthwise 1x1 image pads 1", GEO(2, 2, 1, 1, 2, 3, 3, 2), .pads = {1, 1, 1, 1}, .bias = true},
     {"depthwise X constant", GEO(2, 2, 6, 6, 2, 3, 3, 2), .strides = {2, 2}, .pads = {1, 1, 1, 1}, .bias = true, .x_const = true},
     {"depthwise W constant", GEO(2, 2, 6, 6, 2, 3, 3, 2), .pads = {1, 1, 1, 1}, .bias = true, .w_const = true},
-    {NULL},
+    {0},
 };
 
 /* A graph that must not compile; its message must contain `want`. */

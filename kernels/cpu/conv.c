@@ -147,13 +147,14 @@ typedef struct conv_mds {
   dnnl_dims_t strides, dilates, pad_l, pad_r;
 } conv_mds;
 
-/* Blocked layouts win where im2col + GEMM is poor: 3x3 and larger kernels, and 1x1 kernels on few
- * channels. Wide 1x1 convolutions are GEMMs already, and the reorders would only add traffic. */
+/* Blocked layouts win where im2col + GEMM is poor: kernels larger than 1x1, and 1x1 kernels on few
+ * channels both ways. A 1x1 convolution with 64 or more channels on either side is a good GEMM
+ * already, and the reorders would only add traffic (measured with bench/bench_conv). */
 static bool use_blocked(const cx_conv_geom *g) {
   const char *force = getenv("CX_CONV_LAYOUT");
   if (force && strcmp(force, "plain") == 0) return false;
   if (force && strcmp(force, "blocked") == 0) return true;
-  return g->kh * g->kw > 1 || g->c_in / g->group < 64 || g->c_out / g->group < 64;
+  return g->kh * g->kw > 1 || (g->c_in / g->group < 64 && g->c_out / g->group < 64);
 }
 
 static cx_status md_init(dnnl_memory_desc_t *user, dnnl_memory_desc_t *prim, const cx_node *node,

@@ -209,9 +209,17 @@ AVX512 static void bwd_data_plane_avx512(const cx_conv_geom *g, const float *dy,
   }
 }
 
+/* The weight gradient walks one channel's planes image by image, a page apart, where the hardware
+ * prefetcher does not follow; so the start of the next plane is asked for ahead of time. */
+static inline void prefetch_start(const float *p, int64_t floats) {
+  for (int64_t i = 0; i < floats && i < 2048; i += 16) _mm_prefetch((const char *)(p + i), _MM_HINT_T0);
+}
+
 /* Adds one plane's products to the 9 weight accumulators and the bias accumulator (acc[9]). */
 AVX512 static void bwd_weights_plane_avx512(const cx_conv_geom *g, const float *x, const float *dy,
-                                            __m512 acc[10]) {
+                                            __m512 sum[10]) {
+  __m512 acc[10]; /* a local copy: __m512 may alias float, so sum[] itself would stay in memory */
+  for (int k = 0; k < 10; k++) acc[k] = sum[k];
   for (int64_t ox0 = 0; ox0 < g->ow; ox0 += 16) {
     col_block cb = x_cols(g, ox0);
     __mmask16 m = lane_mask(ox0, g->ow);
@@ -228,6 +236,7 @@ AVX512 static void bwd_weights_plane_avx512(const cx_conv_geom *g, const float *
       }
     }
   }
+  for (int k = 0; k < 10; k++) sum[k] = acc[k];
 }
 
 AVX512 static void bwd_weights_channel_avx512(const cx_conv_geom *g, int64_t c, const float *x,
@@ -235,8 +244,13 @@ AVX512 static void bwd_weights_channel_avx512(const cx_conv_geom *g, int64_t c, 
   __m512 acc[10];
   for (int k = 0; k < 10; k++) acc[k] = _mm512_setzero_ps();
   int64_t xs = g->h * g->w, ys = g->oh * g->ow;
-  for (int64_t n = 0; n < g->n; n++)
+  for (int64_t n = 0; n < g->n; n++) {
+    if (n + 1 < g->n) {
+      prefetch_start(x + ((n + 1) * g->c_in + c) * xs, xs);
+      prefetch_start(dy + ((n + 1) * g->c_out + c) * ys, ys);
+    }
     bwd_weights_plane_avx512(g, x + (n * g->c_in + c) * xs, dy + (n * g->c_out + c) * ys, acc);
+  }
   if (dw)
     for (int k = 0; k < 9; k++) dw[c * 9 + k] = _mm512_reduce_add_ps(acc[k]);
   if (db) db[c] = _mm512_reduce_add_ps(acc[9]);

@@ -72,12 +72,22 @@ static inline void prefetch_planes(const float *p, int64_t floats) {
   for (int64_t i = 0; i < floats; i += 16) _mm_prefetch((const char *)(p + i), _MM_HINT_T0);
 }
 
-/* The 9 taps of channels c0.. as vectors, wv[k][lane] = w[(c0 + lane) * 9 + k] */
-AVX512 static void weights_in(const float *w, int64_t c0, int nc, __m512 wv[9]) {
-  float t[9][16] __attribute__((aligned(64))) = {{0}};
-  for (int c = 0; c < nc; c++)
-    for (int k = 0; k < 9; k++) t[k][c] = w[(c0 + c) * 9 + k];
-  for (int k = 0; k < 9; k++) wv[k] = _mm512_load_ps(t[k]);
+/* One channel group's 9 taps as 16-lane rows, v[k][lane] = w[(c0 + lane) * 9 + k]; each thread keeps
+ * the group it used last, since its images of one group come one after the other. */
+typedef struct group_weights {
+  float v[9][LANES] __attribute__((aligned(64)));
+  int64_t c0;
+} group_weights;
+
+static void group_weights_load(group_weights *gw, const float *w, int64_t c0, int nc) {
+  if (gw->c0 == c0) return;
+  for (int k = 0; k < 9; k++)
+    for (int c = 0; c < LANES; c++) gw->v[k][c] = c < nc ? w[(c0 + c) * 9 + k] : 0.0f;
+  gw->c0 = c0;
+}
+
+AVX512 static inline void weights_in(const group_weights *gw, __m512 wv[9]) {
+  for (int k = 0; k < 9; k++) wv[k] = _mm512_load_ps(gw->v[k]);
 }
 
 /* The range of kernel columns (or rows) that land inside [0, len) for an output at o. */
@@ -129,36 +139,24 @@ AVX512 static void correlate(const corr_geom *c, const float *in, const __m512 *
   }
 }
 
-/* Runs the statements given last, with n, c0, nc and wv set, over every image and group of 16 channels, images innermost so that a
- * thread loads each group's weights once. */
-#define FOR_IMAGE_AND_GROUP(g, w, n, c0, nc, wv, ...)                                             \
-  do {                                                                                             \
-    int64_t blocks_ = ((g)->c_in + LANES - 1) / LANES;                                             \
-    _Pragma("omp parallel") {                                                                      \
-      __m512 wv[9] = {0};                                                                          \
-      int64_t loaded_ = -1;                                                                        \
-      _Pragma("omp for schedule(static)") for (int64_t i_ = 0; i_ < (g)->n * blocks_; i_++) {      \
-        int64_t n = i_ % (g)->n, c0 = i_ / (g)->n * LANES;                                         \
-        int nc = (g)->c_in - c0 < LANES ? (int)((g)->c_in - c0) : LANES;                           \
-        if (c0 != loaded_) weights_in(w, c0, nc, wv), loaded_ = c0;                                \
-        __VA_ARGS__                                                                                \
-      }                                                                                            \
-    }                                                                                              \
-  } while (0)
+/* One image's group of 16 channels: which, and how many of them exist. */
+typedef struct group {
+  int64_t n, c0;
+  int nc;
+} group;
 
-AVX512 static void small_forward(const cx_conv_geom *g, const float *x, const float *w,
-                                 const float *b, float *y) {
+AVX512 static void forward_group(const cx_conv_geom *g, const float *x, const float *b, float *y,
+                                 const group *q, const group_weights *gw) {
+  float tx[TILE_PIX * LANES] __attribute__((aligned(64)));
+  float ty[TILE_PIX * LANES] __attribute__((aligned(64)));
   int64_t xs = g->h * g->w, ys = g->oh * g->ow;
   corr_geom c = {g->h, g->w, g->oh, g->ow, g->sh, g->sw, g->pt, g->pl};
-  FOR_IMAGE_AND_GROUP(g, w, n, c0, nc, wv, {
-    float tx[TILE_PIX * LANES] __attribute__((aligned(64)));
-    float ty[TILE_PIX * LANES] __attribute__((aligned(64)));
-    __m512 bias = b ? _mm512_maskz_loadu_ps(first_lanes(nc), b + c0) : _mm512_setzero_ps();
-    if (n + 1 < g->n) prefetch_planes(x + ((n + 1) * g->c_in + c0) * xs, nc * xs);
-    tile_in(x + (n * g->c_in + c0) * xs, xs, nc, xs, tx);
-    correlate(&c, tx, wv, bias, ty);
-    tile_out(ty, ys, y + (n * g->c_out + c0) * ys, ys, nc);
-  });
+  __m512 wv[9], bias = b ? _mm512_maskz_loadu_ps(first_lanes(q->nc), b + q->c0) : _mm512_setzero_ps();
+  weights_in(gw, wv);
+  if (q->n + 1 < g->n) prefetch_planes(x + ((q->n + 1) * g->c_in + q->c0) * xs, q->nc * xs);
+  tile_in(x + (q->n * g->c_in + q->c0) * xs, xs, q->nc, xs, tx);
+  correlate(&c, tx, wv, bias, ty);
+  tile_out(ty, ys, y + (q->n * g->c_out + q->c0) * ys, ys, q->nc);
 }
 
 /* dx at (iy, ix) sums w[ky][kx] * dy[(iy + pt - ky) / sh][(ix + pl - kx) / sw] over whole,
@@ -191,22 +189,24 @@ AVX512 static void bwd_data_tile(const cx_conv_geom *g, const float *tdy, const 
   }
 }
 
-AVX512 static void small_backward_data(const cx_conv_geom *g, const float *dy, const float *w,
-                                       float *dx) {
+AVX512 static void backward_data_group(const cx_conv_geom *g, const float *dy, float *dx,
+                                       const group *q, const group_weights *gw) {
+  float tdy[TILE_PIX * LANES] __attribute__((aligned(64)));
+  float tdx[TILE_PIX * LANES] __attribute__((aligned(64)));
   int64_t xs = g->h * g->w, ys = g->oh * g->ow;
-  FOR_IMAGE_AND_GROUP(g, w, n, c0, nc, wv, {
-    float tdy[TILE_PIX * LANES] __attribute__((aligned(64)));
-    float tdx[TILE_PIX * LANES] __attribute__((aligned(64)));
-    if (n + 1 < g->n) prefetch_planes(dy + ((n + 1) * g->c_out + c0) * ys, nc * ys);
-    tile_in(dy + (n * g->c_out + c0) * ys, ys, nc, ys, tdy);
-    bwd_data_tile(g, tdy, wv, tdx);
-    tile_out(tdx, xs, dx + (n * g->c_in + c0) * xs, xs, nc);
-  });
+  __m512 wv[9];
+  weights_in(gw, wv);
+  if (q->n + 1 < g->n) prefetch_planes(dy + ((q->n + 1) * g->c_out + q->c0) * ys, q->nc * ys);
+  tile_in(dy + (q->n * g->c_out + q->c0) * ys, ys, q->nc, ys, tdy);
+  bwd_data_tile(g, tdy, wv, tdx);
+  tile_out(tdx, xs, dx + (q->n * g->c_in + q->c0) * xs, xs, q->nc);
 }
 
 /* Adds one image's products to acc[0..8] (weights) and acc[9] (bias). */
 AVX512 static void bwd_weights_tile(const cx_conv_geom *g, const float *tx, const float *tdy,
-                                    __m512 acc[10]) {
+                                    __m512 sum[10]) {
+  __m512 acc[10]; /* a local copy: __m512 may alias float, so sum[] itself would stay in memory */
+  for (int k = 0; k < 10; k++) acc[k] = sum[k];
   for (int64_t oy = 0; oy < g->oh; oy++) {
     int y0, y1;
     tap_range(oy, g->sh, g->pt, g->h, &y0, &y1);
@@ -229,51 +229,82 @@ AVX512 static void bwd_weights_tile(const cx_conv_geom *g, const float *tx, cons
                                              acc[ky * 3 + kx]);
     }
   }
+  for (int k = 0; k < 10; k++) sum[k] = acc[k];
 }
 
-AVX512 static void small_backward_weights(const cx_conv_geom *g, const float *x, const float *dy,
-                                          float *dw, float *db) {
-  int64_t blocks = (g->c_in + LANES - 1) / LANES, xs = g->h * g->w, ys = g->oh * g->ow;
-#pragma omp parallel for schedule(static)
-  for (int64_t blk = 0; blk < blocks; blk++) {
-    float tx[TILE_PIX * LANES] __attribute__((aligned(64)));
-    float tdy[TILE_PIX * LANES] __attribute__((aligned(64)));
-    float out[10][16] __attribute__((aligned(64)));
-    int64_t c0 = blk * LANES;
-    int nc = g->c_in - c0 < LANES ? (int)(g->c_in - c0) : LANES;
-    __m512 acc[10];
-    for (int k = 0; k < 10; k++) acc[k] = _mm512_setzero_ps();
-    for (int64_t n = 0; n < g->n; n++) {
-      if (n + 1 < g->n) {
-        prefetch_planes(x + ((n + 1) * g->c_in + c0) * xs, nc * xs);
-        prefetch_planes(dy + ((n + 1) * g->c_out + c0) * ys, nc * ys);
-      }
-      tile_in(x + (n * g->c_in + c0) * xs, xs, nc, xs, tx);
-      tile_in(dy + (n * g->c_out + c0) * ys, ys, nc, ys, tdy);
-      bwd_weights_tile(g, tx, tdy, acc);
+/* The weight and bias gradients of one group of 16 channels, over all images. */
+AVX512 static void backward_weights_group(const cx_conv_geom *g, const float *x, const float *dy,
+                                          float *dw, float *db, int64_t c0, int nc) {
+  float tx[TILE_PIX * LANES] __attribute__((aligned(64)));
+  float tdy[TILE_PIX * LANES] __attribute__((aligned(64)));
+  float out[10][LANES] __attribute__((aligned(64)));
+  int64_t xs = g->h * g->w, ys = g->oh * g->ow;
+  __m512 acc[10];
+  for (int k = 0; k < 10; k++) acc[k] = _mm512_setzero_ps();
+  for (int64_t n = 0; n < g->n; n++) {
+    if (n + 1 < g->n) {
+      prefetch_planes(x + ((n + 1) * g->c_in + c0) * xs, nc * xs);
+      prefetch_planes(dy + ((n + 1) * g->c_out + c0) * ys, nc * ys);
     }
-    for (int k = 0; k < 10; k++) _mm512_store_ps(out[k], acc[k]);
-    for (int c = 0; c < nc; c++) {
-      if (dw)
-        for (int k = 0; k < 9; k++) dw[(c0 + c) * 9 + k] = out[k][c];
-      if (db) db[c0 + c] = out[9][c];
+    tile_in(x + (n * g->c_in + c0) * xs, xs, nc, xs, tx);
+    tile_in(dy + (n * g->c_out + c0) * ys, ys, nc, ys, tdy);
+    bwd_weights_tile(g, tx, tdy, acc);
+  }
+  for (int k = 0; k < 10; k++) _mm512_store_ps(out[k], acc[k]);
+  for (int c = 0; c < nc; c++) {
+    if (dw)
+      for (int k = 0; k < 9; k++) dw[(c0 + c) * 9 + k] = out[k][c];
+    if (db) db[c0 + c] = out[9][c];
+  }
+}
+
+/* The drivers are plain C (OpenMP regions do not inherit a function's target attribute under every
+ * compiler); the vector work is in the functions they call. Forward and backward data run over
+ * (image, group) pairs, images innermost, so that each thread loads a group's weights once. */
+
+static group group_of(const cx_conv_geom *g, int64_t i) {
+  group q = {.n = i % g->n, .c0 = i / g->n * LANES};
+  q.nc = g->c_in - q.c0 < LANES ? (int)(g->c_in - q.c0) : LANES;
+  return q;
+}
+
+static int64_t n_groups(const cx_conv_geom *g) { return (g->c_in + LANES - 1) / LANES; }
+
+void cx_conv_dw3x3_small_forward(const cx_conv_geom *g, const float *x, const float *w,
+                                 const float *b, float *y) {
+#pragma omp parallel
+  {
+    group_weights gw = {.c0 = -1};
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < g->n * n_groups(g); i++) {
+      group q = group_of(g, i);
+      group_weights_load(&gw, w, q.c0, q.nc);
+      forward_group(g, x, b, y, &q, &gw);
     }
   }
 }
 
-void cx_conv_dw3x3_small_forward(const cx_conv_geom *g, const float *x, const float *w,
-                                 const float *b, float *y) {
-  small_forward(g, x, w, b, y);
-}
-
 void cx_conv_dw3x3_small_backward_data(const cx_conv_geom *g, const float *dy, const float *w,
                                        float *dx) {
-  small_backward_data(g, dy, w, dx);
+#pragma omp parallel
+  {
+    group_weights gw = {.c0 = -1};
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < g->n * n_groups(g); i++) {
+      group q = group_of(g, i);
+      group_weights_load(&gw, w, q.c0, q.nc);
+      backward_data_group(g, dy, dx, &q, &gw);
+    }
+  }
 }
 
 void cx_conv_dw3x3_small_backward_weights(const cx_conv_geom *g, const float *x, const float *dy,
                                           float *dw, float *db) {
-  small_backward_weights(g, x, dy, dw, db);
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < n_groups(g); k++) {
+    int64_t c0 = k * LANES;
+    backward_weights_group(g, x, dy, dw, db, c0, g->c_in - c0 < LANES ? (int)(g->c_in - c0) : LANES);
+  }
 }
 
 #else
