@@ -16,22 +16,15 @@
 #include "../train/train_config.h"
 #include "commands.h"
 #include "onnx_common.h"
+#include "train_common.h"
 
-enum { PATH_MAX_ = 4200 };
+enum { PATH_MAX_ = CX_CLI_PATH_MAX };
 
 typedef struct train_args {
   const char *config, *out;
   bool resume, json;
   int64_t stop_after;
 } train_args;
-
-/* Metrics writers behind the trainer's callbacks; the first write error is kept. */
-typedef struct sinks {
-  cx_metrics *metrics;
-  cx_tb_writer *tb;
-  cx_status status;
-  char error[512];
-} sinks;
 
 static volatile sig_atomic_t interrupted;
 
@@ -40,54 +33,7 @@ static void on_signal(int sig) {
   interrupted = 1;
 }
 
-/* ---- the model ---- */
-
-int cx_cli_rename_input(struct cx_graph *g, char **old) {
-  *old = NULL;
-  if (cx_graph_find_value(g, "input") >= 0) return 0;
-  int ids[8], n = cx_cli_graph_inputs(g, ids, 8);
-  if (n != 1) return n;
-  *old = g->values[ids[0]].name;
-  g->values[ids[0]].name = strdup("input");
-  if (!g->values[ids[0]].name) g->values[ids[0]].name = *old, *old = NULL;
-  return 1;
-}
-
-static void restore_input(cx_graph *g, char *old) {
-  if (!old) return;
-  int v = cx_graph_find_value(g, "input");
-  free(g->values[v].name);
-  g->values[v].name = old;
-}
-
-static cx_status load_model(const cx_train_config *c, cx_graph **g, char **old_input) {
-  cx_status s = c->model_spec ? cx_model_build(c->model_spec, g, NULL)
-                              : cx_onnx_import(c->model_onnx, g, NULL);
-  char where[400];
-  cx_train_config_where(c->model_node, where, sizeof where);
-  if (s != CX_OK) return cx_error_prefix("%s", where), s;
-  int n = cx_cli_rename_input(*g, old_input);
-  if (n != 1 && cx_graph_find_value(*g, "input") < 0)
-    return cx_fail(CX_ERR_ARG, "%s: the model has %d inputs; training takes one, the images", where,
-                   n);
-  return CX_OK;
-}
-
 /* ---- the output folder ---- */
-
-static cx_status make_dirs(const char *path) {
-  char buf[PATH_MAX_];
-  snprintf(buf, sizeof buf, "%s", path);
-  for (char *p = buf + 1;; p++) {
-    bool end = !*p;
-    if (*p != '/' && !end) continue;
-    *p = 0;
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-      return cx_fail(CX_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
-    if (end) return CX_OK;
-    *p = '/';
-  }
-}
 
 /* A fresh run refuses a folder with checkpoints; --resume needs one. */
 static cx_status prepare_out(const train_args *a, const char *out, char *resume, size_t size) {
@@ -95,7 +41,7 @@ static cx_status prepare_out(const train_args *a, const char *out, char *resume,
   snprintf(ckdir, sizeof ckdir, "%s/checkpoints", out);
   struct stat st;
   if (a->resume) return cx_checkpoint_find_last(ckdir, resume, size);
-  CX_TRY(make_dirs(out));
+  CX_TRY(cx_cli_make_dirs(out));
   if (stat(ckdir, &st) == 0 && cx_checkpoint_find_last(ckdir, resume, size) == CX_OK)
     return cx_fail(CX_ERR_ARG, "%s already holds a run (%s): pass --resume to continue it, or "
                    "choose another output folder (--out)", out, resume);
@@ -126,98 +72,6 @@ static cx_status copy_config(const char *config, const char *out) {
   int e = errno;
   remove(tmp);
   return cx_fail(CX_ERR_IO, "%s: cannot write: %s", path, strerror(e));
-}
-
-/* ---- metrics ---- */
-
-static void keep_error(sinks *k, cx_status s) {
-  if (s == CX_OK || k->status != CX_OK) return;
-  k->status = s;
-  snprintf(k->error, sizeof k->error, "%s", cx_last_error());
-  fprintf(stderr, "compress train: warning: %s (training goes on)\n", k->error);
-}
-
-static void on_step(void *user, const cx_train_step_info *s) {
-  sinks *k = user;
-  static const char *const names[] = {"loss", "lr", "grad_norm", "accuracy", "images_per_s",
-                                      "data_wait", "peak_memory_mb"};
-  static const char *const tags[] = {"train/loss", "train/lr", "train/grad_norm",
-                                     "train/accuracy", "train/images_per_s", "train/data_wait",
-                                     "train/peak_memory_mb"};
-  double v[] = {s->loss, s->lr, s->grad_norm, s->accuracy, s->images_per_s, s->data_wait_s,
-                s->peak_memory_mb};
-  keep_error(k, cx_metrics_write(k->metrics, s->step, s->epoch, 7, names, v));
-  keep_error(k, cx_tb_add_scalars(k->tb, s->step, 7, tags, v));
-}
-
-static void on_epoch(void *user, int64_t epoch, int64_t step, const cx_eval_result *val) {
-  sinks *k = user;
-  static const char *const names[] = {"val_top1", "val_top5", "val_loss"};
-  static const char *const tags[] = {"val/top1", "val/top5", "val/loss"};
-  double v[] = {val->top1, val->top5, val->loss};
-  keep_error(k, cx_metrics_write(k->metrics, step, epoch, 3, names, v));
-  keep_error(k, cx_tb_add_scalars(k->tb, step, 3, tags, v));
-}
-
-static cx_status open_sinks(const char *out, bool resume, sinks *k) {
-  char path[PATH_MAX_];
-  snprintf(path, sizeof path, "%s/metrics.jsonl", out);
-  CX_TRY(cx_metrics_open(path, resume, &k->metrics));
-  snprintf(path, sizeof path, "%s/tensorboard", out);
-  return cx_tb_open(path, &k->tb);
-}
-
-static cx_status close_sinks(sinks *k) {
-  cx_status a = cx_metrics_close(k->metrics), b = cx_tb_close(k->tb);
-  keep_error(k, a != CX_OK ? a : b);
-  if (k->status != CX_OK) return cx_fail(k->status, "%s", k->error);
-  return CX_OK;
-}
-
-/* ---- the trained model ---- */
-
-/* "a,b,c" with the fewest digits that read back as the same float. */
-static void format_values(const float *v, int n, char *buf, size_t size) {
-  size_t at = 0;
-  for (int i = 0; i < n && at < size; i++)
-    at += (size_t)snprintf(buf + at, size - at, "%s%.9g", i ? "," : "", (double)v[i]);
-}
-
-/* The data set's class names as a JSON array, or NULL when it has none. Caller frees. */
-static char *class_names_json(const char *path, const char *part) {
-  cx_dataset *d = NULL;
-  if (cx_dataset_open(path, part, &d) != CX_OK) return NULL;
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = cx_dataset_class_name(d, 0) ? open_memstream(&buf, &len) : NULL;
-  for (int64_t i = 0; f && i < cx_dataset_get_info(d)->num_classes; i++) {
-    fputc(i ? ',' : '[', f);
-    cx_json_string(f, cx_dataset_class_name(d, i));
-  }
-  if (f) fputc(']', f), fclose(f);
-  cx_dataset_close(d);
-  return buf;
-}
-
-static cx_status export_model(const cx_train_config *c, const cx_graph *g, const char *out,
-                              char *path, size_t size) {
-  int input = 0;
-  cx_cli_graph_inputs(g, &input, 1);
-  int ch = (int)g->values[input].shape.d[1];
-  char mean[200], std[200];
-  format_values(c->opts.val_aug.mean, ch, mean, sizeof mean);
-  format_values(c->opts.val_aug.std, ch, std, sizeof std);
-  char *classes = class_names_json(c->train_path, c->opts.train_part);
-  cx_onnx_metadata meta[] = {
-      {CX_META_LAYOUT, "NCHW"}, {CX_META_SCALE, "1/255"}, {CX_META_MEAN, mean},
-      {CX_META_STD, std}, {CX_META_CONFIG, c->path}, {CX_META_HASH, c->hash},
-      {CX_META_CLASSES, classes}};
-  cx_onnx_export_opts eo = {.opset = 13, .producer_version = CX_VERSION, .metadata = meta,
-                            .n_metadata = classes ? 7 : 6};
-  snprintf(path, size, "%s/model.onnx", out);
-  cx_status s = cx_onnx_export(g, path, &eo);
-  free(classes);
-  return s;
 }
 
 /* ---- reporting ---- */
@@ -285,7 +139,7 @@ typedef struct job {
   char *old_input;
   const char *out;
   char resume[PATH_MAX_], model[PATH_MAX_];
-  sinks k;
+  cx_cli_sinks k;
   cx_train_result r;
 } job;
 
@@ -295,11 +149,12 @@ static cx_status prepare(job *j) {
   if (!j->out)
     return cx_fail(CX_ERR_ARG, "%s: no output folder: set [run] out_dir or pass --out DIR",
                    j->a.config);
-  CX_TRY(load_model(&j->c, &j->g, &j->old_input));
+  CX_TRY(cx_cli_train_load_model(&j->c, &j->g, &j->old_input));
   CX_TRY(cx_train_config_check(&j->c, j->g));
   CX_TRY(prepare_out(&j->a, j->out, j->resume, sizeof j->resume));
   CX_TRY(copy_config(j->a.config, j->out));
-  return open_sinks(j->out, j->a.resume, &j->k);
+  j->k.command = "compress train";
+  return cx_cli_sinks_open(j->out, j->a.resume, &j->k);
 }
 
 static cx_status train(job *j) {
@@ -312,8 +167,8 @@ static cx_status train(job *j) {
   o->interrupt = &interrupted;
   o->log = j->a.json ? stderr : stdout;
   o->progress_bar = !j->a.json && isatty(fileno(stdout));
-  o->on_step = on_step;
-  o->on_epoch = on_epoch;
+  o->on_step = cx_cli_sinks_on_step;
+  o->on_epoch = cx_cli_sinks_on_epoch;
   o->user = &j->k;
   if (o->resume_from) fprintf(o->log, "resuming from %s\n", o->resume_from);
   signal(SIGINT, on_signal);
@@ -321,13 +176,13 @@ static cx_status train(job *j) {
   cx_status s = cx_train(j->g, o, &j->r);
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
-  cx_status m = close_sinks(&j->k);
-  j->k = (sinks){0};
+  cx_status m = cx_cli_sinks_close(&j->k);
   CX_TRY(s);
   if (j->r.stopped) return m;
-  restore_input(j->g, j->old_input);
+  cx_cli_train_restore_input(j->g, j->old_input);
   j->old_input = NULL;
-  CX_TRY(export_model(&j->c, j->g, j->out, j->model, sizeof j->model));
+  snprintf(j->model, sizeof j->model, "%s/model.onnx", j->out);
+  CX_TRY(cx_cli_export_trained(&j->c, j->g, j->model, NULL));
   return m;
 }
 
@@ -346,7 +201,7 @@ static int run(int argc, char **argv) {
             (long long)j->r.steps);
     rc = 130;
   }
-  if (j->k.metrics || j->k.tb) close_sinks(&j->k);
+  if (j->k.metrics || j->k.tb) cx_cli_sinks_close(&j->k);
   free(j->old_input);
   cx_graph_free(j->g);
   cx_train_config_free(&j->c);

@@ -5,8 +5,8 @@
 
 static const cx_command *const commands[] = {
     &cx_cmd_demo, &cx_cmd_models, &cx_cmd_export_model, &cx_cmd_inspect, &cx_cmd_infer,
-    &cx_cmd_convert, &cx_cmd_train, &cx_cmd_eval, &cx_cmd_profile, &cx_cmd_bench, &cx_cmd_lr_find,
-    &cx_cmd_data, &cx_cmd_ops,
+    &cx_cmd_convert, &cx_cmd_train, &cx_cmd_eval, &cx_cmd_profile, &cx_cmd_bench,
+    &cx_cmd_lr_find, &cx_cmd_data, &cx_cmd_ops, &cx_cmd_pipeline,
 };
 enum { N_COMMANDS = sizeof commands / sizeof *commands };
 
@@ -37,6 +37,9 @@ int main(int argc, char **argv) {
     printf("compress %s\n", CX_VERSION);
     return 0;
   }
+  size_t len = strlen(cmd);
+  if (len > 5 && strcmp(cmd + len - 5, ".toml") == 0) /* compress pipeline.toml */
+    return cx_cmd_pipeline.run(argc - 1, argv + 1);
   for (int i = 0; i < N_COMMANDS; i++) {
     if (strcmp(commands[i]->name, cmd) != 0) continue;
     if (cx_cli_wants_help(argc - 2, argv + 2)) {

@@ -289,8 +289,13 @@ static cx_status read_schedule(cx_train_config *c, const cx_toml *t) {
   return read_schedule_keys(t, s, kinds[k]);
 }
 
-static cx_status read_train(cx_train_config *c, const cx_toml *t) {
-  CX_TRY(cx_toml_check_keys(t, train_keys));
+static cx_status read_train(cx_train_config *c, const cx_toml *t, const char *const *extra) {
+  const char *keys[64];
+  int n = 0;
+  for (int i = 0; train_keys[i] && n < 63; i++) keys[n++] = train_keys[i];
+  for (int i = 0; extra && extra[i] && n < 63; i++) keys[n++] = extra[i];
+  keys[n] = NULL;
+  CX_TRY(cx_toml_check_keys(t, keys));
   cx_train_opts *o = &c->opts;
   const cx_toml *node;
   CX_TRY(cx_toml_need(t, "epochs", CX_TOML_INT, &node));
@@ -397,6 +402,27 @@ static void config_hash(const cx_toml *doc, char *out) {
   snprintf(out, CX_TRAIN_HASH_MAX + 1, "fnv1a64:%016llx", (unsigned long long)f.h);
 }
 
+void cx_train_config_hash(int n, const cx_toml *const *nodes, const char *const *names,
+                          const char *salt, char *out) {
+  fnv f = {0xcbf29ce484222325ull};
+  for (int i = 0; i < n; i++) {
+    if (!nodes[i]) continue;
+    fnv_str(&f, names[i]);
+    hash_node(&f, nodes[i], names[i]);
+  }
+  if (salt) fnv_str(&f, salt);
+  snprintf(out, CX_TRAIN_HASH_MAX + 1, "fnv1a64:%016llx", (unsigned long long)f.h);
+}
+
+cx_status cx_train_config_read_data(cx_train_config *c, const cx_toml *data) {
+  return read_data(c, data);
+}
+
+cx_status cx_train_config_read_train(cx_train_config *c, const cx_toml *train,
+                                     const char *const *extra) {
+  return read_train(c, train, extra);
+}
+
 /* ---- load ---- */
 
 static cx_status read_all(cx_train_config *c) {
@@ -410,7 +436,7 @@ static cx_status read_all(cx_train_config *c) {
   if (!d) return cx_fail(CX_ERR_FORMAT, "%s: no [data] table (train = \"<file.h5>\")", c->path);
   CX_TRY(read_data(c, d));
   if (!t) return cx_fail(CX_ERR_FORMAT, "%s: no [train] table (epochs = N)", c->path);
-  CX_TRY(read_train(c, t));
+  CX_TRY(read_train(c, t, NULL));
   CX_TRY(read_run(c, r));
   config_hash(c->doc, c->hash);
   c->opts.config_hash = c->hash;

@@ -42,6 +42,20 @@ cx_status cx_train_config_check(const cx_train_config *c, const cx_graph *model)
 void cx_train_config_where(const cx_toml *node, char *buf, size_t size);
 void cx_train_config_free(cx_train_config *c);
 
+/* ---- the same tables inside another document (compress pipeline) ----
+ * c->doc and c->path must be set (the document and its file; relative paths resolve against
+ * it), c->opts start as cx_train_defaults(). A [data] table as in a train config: */
+cx_status cx_train_config_read_data(cx_train_config *c, const cx_toml *data);
+/* A table with the keys of [train] (after read_data: accum_steps checks the batch), plus the
+ * keys in extra (NULL-terminated, may be NULL) that the caller reads itself. */
+cx_status cx_train_config_read_train(cx_train_config *c, const cx_toml *train,
+                                     const char *const *extra);
+/* A hash of n nodes (NULL ones skipped), each hashed as if it stood in a train config under the
+ * name names[i] ("data", "train": so the keys that change no step are left out as there), and
+ * of salt (may be NULL), into out (CX_TRAIN_HASH_MAX + 1 bytes). */
+void cx_train_config_hash(int n, const cx_toml *const *nodes, const char *const *names,
+                          const char *salt, char *out);
+
 /* ---- input preprocessing in ONNX metadata ----
  * What compress writes into a trained model's metadata_props, and `compress eval` reads back:
  *

@@ -1,0 +1,314 @@
+/* compress pipeline FILE.toml (or compress FILE.toml): the stages of a pipeline file in order,
+ * skipping those already complete (docs/pipeline.md). */
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../import/onnx.h"
+#include "commands.h"
+#include "onnx_common.h"
+#include "pipeline.h"
+
+enum { PATH_MAX_ = CX_CLI_PATH_MAX };
+
+typedef struct args {
+  const char *file, *out, *only, *from;
+  int64_t stop_after; /* stop the stage that trains at this step, as if interrupted */
+} args;
+
+/* What the trainer's hooks get as user: the KD hooks read the first member. */
+typedef struct runner {
+  cx_pipeline_kd *kd;
+  cx_cli_sinks sinks;
+  cx_pipeline p;
+  args a;
+  const char *out;
+} runner;
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig) {
+  (void)sig;
+  interrupted = 1;
+}
+
+static void on_step(void *user, const cx_train_step_info *s) {
+  cx_cli_sinks_on_step(&((runner *)user)->sinks, s);
+}
+
+static void on_epoch(void *user, int64_t epoch, int64_t step, const cx_eval_result *val) {
+  cx_cli_sinks_on_epoch(&((runner *)user)->sinks, epoch, step, val);
+}
+
+/* ---- the stage manifest: <out>/stages/<stage>.done holds the hash of a complete stage,
+ * <stage>.started the checkpoint hash of the run its checkpoints belong to ---- */
+
+static void manifest_path(const runner *r, const char *stage, const char *what, char *buf,
+                          size_t size) {
+  snprintf(buf, size, "%s/stages/%s.%s", r->out, stage, what);
+}
+
+static bool manifest_is(const runner *r, const char *stage, const char *what, const char *hash) {
+  char path[PATH_MAX_], line[128] = "";
+  manifest_path(r, stage, what, path, sizeof path);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  bool ok = fgets(line, sizeof line, f) != NULL;
+  fclose(f);
+  line[strcspn(line, "\n")] = 0;
+  return ok && !strcmp(line, hash);
+}
+
+static cx_status manifest_write(const runner *r, const char *stage, const char *what,
+                                const char *hash) {
+  char path[PATH_MAX_];
+  manifest_path(r, stage, what, path, sizeof path);
+  FILE *f = fopen(path, "w");
+  bool ok = f && fprintf(f, "%s\n", hash) > 0;
+  if (f && fclose(f) != 0) ok = false;
+  return ok ? CX_OK : cx_fail(CX_ERR_IO, "%s: cannot write", path);
+}
+
+static bool exists(const char *path) { return access(path, F_OK) == 0; }
+
+static bool stage_complete(const runner *r, const cx_pipeline_stage *s) {
+  char path[PATH_MAX_];
+  snprintf(path, sizeof path, "%s/%s", r->out, s->output);
+  return exists(path) && manifest_is(r, s->name, "done", s->hash);
+}
+
+/* Removes the checkpoints of an earlier run with another config. */
+static void clear_checkpoints(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char path[PATH_MAX_ + 300];
+  while (d && (e = readdir(d))) {
+    size_t n = strlen(e->d_name);
+    if (strncmp(e->d_name, "step-", 5) || n < 4 || strcmp(e->d_name + n - 3, ".h5")) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    remove(path);
+  }
+  if (d) closedir(d);
+}
+
+/* ---- one stage ---- */
+
+static cx_status load_teacher(runner *r, cx_graph **g) {
+  char path[PATH_MAX_], *old = NULL;
+  snprintf(path, sizeof path, "%s/teacher.onnx", r->out);
+  CX_TRY(cx_onnx_import(path, g, NULL));
+  cx_cli_rename_input(*g, &old);
+  free(old);
+  return CX_OK;
+}
+
+static cx_status train_stage(runner *r, int id, cx_graph *g, cx_train_result *res) {
+  cx_pipeline_stage *s = &r->p.stages[id];
+  cx_train_opts *o = &s->tc.opts;
+  char ckdir[PATH_MAX_], resume[PATH_MAX_] = "", cache[PATH_MAX_];
+  snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s", r->out, s->name);
+  CX_TRY(cx_cli_make_dirs(ckdir));
+  if (manifest_is(r, s->name, "started", s->tc.hash) &&
+      cx_checkpoint_find_last(ckdir, resume, sizeof resume) == CX_OK)
+    printf("%s: resuming from %s\n", s->name, resume);
+  else {
+    resume[0] = 0;
+    clear_checkpoints(ckdir);
+    CX_TRY(manifest_write(r, s->name, "started", s->tc.hash));
+  }
+  o->checkpoint_dir = ckdir;
+  o->resume_from = *resume ? resume : NULL;
+  o->interrupt = &interrupted;
+  o->stop_after = r->a.stop_after;
+  o->progress_bar = isatty(fileno(stdout));
+  o->on_step = on_step;
+  o->on_epoch = on_epoch;
+  o->user = r;
+  r->sinks.stage = s->name;
+  cx_graph *teacher = NULL;
+  cx_status st = CX_OK;
+  if (id == CX_STAGE_DISTILL) {
+    snprintf(cache, sizeof cache, "%s/teacher_cache", r->out);
+    st = load_teacher(r, &teacher);
+    if (st == CX_OK)
+      /* A resumed run would need its epoch for the cache keys (cx_kd_opts.start_epoch): it
+       * runs the teacher on every batch instead, never reading another epoch's outputs. */
+      st = cx_pipeline_kd_begin(teacher, r->p.temperature, r->p.alpha, *resume ? NULL : cache,
+                                o, &r->kd);
+  }
+  if (st == CX_OK) st = cx_train(g, o, res);
+  cx_status k = cx_pipeline_kd_end(r->kd);
+  r->kd = NULL;
+  cx_graph_free(teacher);
+  return st != CX_OK ? st : k;
+}
+
+static void print_result(const cx_pipeline_stage *s, const cx_train_result *res,
+                         const char *path) {
+  printf("%s: ", s->name);
+  if (res->steps)
+    printf("%lld steps in %.1f s (%.0f img/s), ", (long long)res->steps, res->seconds,
+           res->images_per_s);
+  if (res->val.n) printf("validation top-1 %.2f%%, ", res->val.top1);
+  printf("wrote %s\n", path);
+}
+
+static cx_status run_stage(runner *r, int id) {
+  cx_pipeline_stage *s = &r->p.stages[id];
+  char path[PATH_MAX_], *old = NULL;
+  remove((manifest_path(r, s->name, "done", path, sizeof path), path));
+  printf("%s: %s\n", s->name, s->trains ? "training" : "exporting");
+  fflush(stdout);
+  cx_graph *g = NULL;
+  cx_train_result res = {0};
+  cx_status st = cx_cli_train_load_model(&s->tc, &g, &old);
+  if (st == CX_OK && s->trains) st = train_stage(r, id, g, &res);
+  snprintf(path, sizeof path, "%s/%s", r->out, s->output);
+  if (st == CX_OK && res.stopped) {
+    st = cx_fail(CX_ERR_ARG, "%s: interrupted at step %lld; run the same command again to "
+                 "continue from the checkpoint", s->name, (long long)res.steps);
+  } else if (st == CX_OK) {
+    cx_cli_train_restore_input(g, old);
+    old = NULL;
+    st = cx_cli_export_trained(&s->tc, g, path, &r->p.export);
+    if (st == CX_OK) st = manifest_write(r, s->name, "done", s->hash);
+    if (st == CX_OK) print_result(s, &res, path);
+    /* complete: a forced rerun starts afresh rather than resuming from the last step */
+    if (st == CX_OK) remove((manifest_path(r, s->name, "started", path, sizeof path), path));
+  }
+  free(old);
+  cx_graph_free(g);
+  return st;
+}
+
+/* ---- the order ---- */
+
+static bool selected(const runner *r, int id) {
+  if (r->a.only) return id == cx_pipeline_stage_find(r->a.only);
+  return !r->a.from || id >= cx_pipeline_stage_find(r->a.from);
+}
+
+/* A distillation that will run needs teacher.onnx, complete or made by this run. */
+static cx_status check_order(runner *r) {
+  cx_pipeline_stage *t = &r->p.stages[CX_STAGE_TEACHER];
+  const char *opt[] = {r->a.only, r->a.from};
+  for (int i = 0; i < 2; i++)
+    if (opt[i] && (cx_pipeline_stage_find(opt[i]) < 0 ||
+                   !r->p.stages[cx_pipeline_stage_find(opt[i])].present))
+      return cx_fail(CX_ERR_ARG, "%s: no stage '%s' in this file (stages: teacher, scratch, "
+                     "distill; each runs when its table is there)", r->a.file, opt[i]);
+  if (r->p.stages[CX_STAGE_DISTILL].present && selected(r, CX_STAGE_DISTILL) &&
+      !selected(r, CX_STAGE_TEACHER) && !stage_complete(r, t))
+    return cx_fail(CX_ERR_ARG, "%s: the distill stage needs the teacher stage's %s/teacher.onnx: "
+                   "run the teacher stage first", r->a.file, r->out);
+  return CX_OK;
+}
+
+static cx_status run_all(runner *r) {
+  bool forced = r->a.only || r->a.from;
+  for (int i = 0; i < CX_STAGE_COUNT; i++) {
+    cx_pipeline_stage *s = &r->p.stages[i];
+    if (!s->present || !selected(r, i)) continue;
+    if (!forced && stage_complete(r, s)) {
+      printf("%s: complete (%s/%s), skipped\n", s->name, r->out, s->output);
+      continue;
+    }
+    CX_TRY(run_stage(r, i));
+  }
+  return CX_OK;
+}
+
+static cx_status prepare(runner *r) {
+  CX_TRY(cx_pipeline_load(r->a.file, &r->p));
+  r->out = r->a.out ? r->a.out : r->p.out_dir;
+  if (!r->out)
+    return cx_fail(CX_ERR_ARG, "%s: no output folder: set [run] out_dir or pass --out DIR",
+                   r->a.file);
+  CX_TRY(check_order(r));
+  CX_TRY(cx_pipeline_check(&r->p));
+  char path[PATH_MAX_];
+  snprintf(path, sizeof path, "%s/stages", r->out);
+  CX_TRY(cx_cli_make_dirs(path));
+  r->sinks.command = "compress pipeline";
+  return cx_cli_sinks_open(r->out, true, &r->sinks);
+}
+
+/* ---- the command ---- */
+
+static int parse(int argc, char **argv, args *a) {
+  for (int i = 0; i < argc; i++) {
+    const char *k = argv[i];
+    if (!strcmp(k, "--stop-after")) {
+      char *end;
+      if (i + 1 >= argc || (a->stop_after = strtoll(argv[++i], &end, 10)) < 1 || *end)
+        return cx_cli_usage_error(&cx_cmd_pipeline, "%s", "--stop-after: a step number above 0");
+    } else if (!strcmp(k, "--out") || !strcmp(k, "--only") || !strcmp(k, "--from")) {
+      if (i + 1 >= argc)
+        return cx_cli_usage_error(&cx_cmd_pipeline, "option '%s' needs a value", k);
+      const char *v = argv[++i];
+      if (k[2] == 'o' && k[3] == 'u') a->out = v;
+      else if (k[2] == 'o') a->only = v;
+      else a->from = v;
+    } else if (k[0] == '-') return cx_cli_usage_error(&cx_cmd_pipeline, "unknown option '%s'", k);
+    else if (!a->file) a->file = k;
+    else return cx_cli_usage_error(&cx_cmd_pipeline, "unexpected argument '%s'", k);
+  }
+  if (!a->file) return cx_cli_usage_error(&cx_cmd_pipeline, "%s", "no pipeline file given");
+  if (a->only && a->from)
+    return cx_cli_usage_error(&cx_cmd_pipeline, "%s", "give --only or --from, not both");
+  return 0;
+}
+
+static int run(int argc, char **argv) {
+  runner *r = calloc(1, sizeof *r);
+  if (!r) return fprintf(stderr, "compress pipeline: out of memory\n"), 1;
+  int rc = parse(argc, argv, &r->a);
+  if (rc) return free(r), rc;
+  cx_status s = prepare(r);
+  if (s == CX_OK) {
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    s = run_all(r);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+  }
+  if (r->sinks.metrics || r->sinks.tb) {
+    cx_status m = cx_cli_sinks_close(&r->sinks);
+    if (s == CX_OK) s = m;
+  }
+  rc = s != CX_OK ? cx_cli_fail(&cx_cmd_pipeline) : 0;
+  if (rc && interrupted) rc = 130;
+  else if (!rc) printf("outputs in %s\n", r->out);
+  cx_pipeline_free(&r->p);
+  free(r);
+  return rc;
+}
+
+const cx_command cx_cmd_pipeline = {
+    .name = "pipeline",
+    .summary = "Run a compression pipeline file: teacher, student, distillation, export",
+    .usage =
+        "usage: compress pipeline FILE.toml [--out DIR] [--only STAGE | --from STAGE]\n"
+        "       compress FILE.toml [...]\n\n"
+        "Runs the stages of a pipeline file in order (docs/pipeline.md lists every key):\n"
+        "    teacher   [teacher]: a built-in model trained under [teacher.train], or an\n"
+        "              ONNX model; writes teacher.onnx\n"
+        "    scratch   [student.train]: the student trained from scratch (the baseline);\n"
+        "              writes student_scratch.onnx\n"
+        "    distill   [distill]: the student distilled from the teacher; writes\n"
+        "              student.onnx\n"
+        "into the output folder ([run] out_dir, or --out), with checkpoints/<stage>/,\n"
+        "metrics.jsonl (names prefixed with the stage), tensorboard/ and stages/ (the\n"
+        "manifest). The file, the data and every model are checked before training starts.\n"
+        "A stage that is complete (its output there, its inputs and settings unchanged) is\n"
+        "skipped; an interrupted one continues from its last checkpoint.\n\n"
+        "    --out DIR       the output folder (instead of [run] out_dir)\n"
+        "    --only STAGE    run this stage only, even if complete\n"
+        "    --from STAGE    run this stage and the ones after it, even if complete\n"
+        "    --stop-after N  stop a training stage at step N with a checkpoint, as Ctrl-C\n"
+        "                    does (the next run continues from there)\n",
+    .run = run,
+};

@@ -1,0 +1,281 @@
+/* Pipeline files: the tables of docs/pipeline.md read into stages, and checked before anything
+ * trains. The [data] table and the training tables are read by train/train_config.c, as in a
+ * `compress train` config. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "pipeline.h"
+
+static const char *const top_keys[] = {"run", "data", "teacher", "student", "distill",
+                                       "prune", "quantize", "export", NULL};
+static const char *const run_keys[] = {"out_dir", "seed", "threads", "precision", "device",
+                                       "keep_checkpoints", NULL};
+static const char *const model_keys[] = {"spec", "onnx", "train", NULL};
+static const char *const distill_keys[] = {"temperature", "alpha", NULL};
+static const char *const export_keys[] = {"opset", "fold_bn", NULL};
+
+static const cx_pipeline_stage stage_names[CX_STAGE_COUNT] = {
+    {.name = "teacher", .output = "teacher.onnx"},
+    {.name = "scratch", .output = "student_scratch.onnx"},
+    {.name = "distill", .output = "student.onnx"},
+};
+
+int cx_pipeline_stage_find(const char *name) {
+  for (int i = 0; i < CX_STAGE_COUNT; i++)
+    if (!strcmp(stage_names[i].name, name)) return i;
+  return -1;
+}
+
+/* ---- small readers ---- */
+
+static cx_status table(const cx_toml *parent, const char *key, const cx_toml **out) {
+  *out = cx_toml_get(parent, key);
+  if (*out && cx_toml_type_of(*out) != CX_TOML_TABLE)
+    return cx_toml_fail(*out, CX_ERR_FORMAT, "must be a table");
+  return CX_OK;
+}
+
+static cx_status int_in(const cx_toml *t, const char *key, int64_t fallback, int64_t lo,
+                        int64_t hi, int64_t *out) {
+  CX_TRY(cx_toml_int(t, key, fallback, out));
+  if (cx_toml_get(t, key) && (*out < lo || *out > hi))
+    return cx_toml_fail(cx_toml_get(t, key), CX_ERR_FORMAT, "%lld is out of range: %lld to %lld",
+                        (long long)*out, (long long)lo, (long long)hi);
+  return CX_OK;
+}
+
+static cx_status float_in(const cx_toml *t, const char *key, double fallback, double lo,
+                          double hi, double *out) {
+  CX_TRY(cx_toml_float(t, key, fallback, out));
+  if (cx_toml_get(t, key) && !(*out >= lo && *out <= hi))
+    return cx_toml_fail(cx_toml_get(t, key), CX_ERR_FORMAT, "%g is out of range: %g to %g", *out,
+                        lo, hi);
+  return CX_OK;
+}
+
+/* A string key that must be one of the given values; only[0] is the default. */
+static cx_status choice(const cx_toml *t, const char *key, const char *const *only,
+                        const char *why) {
+  const char *v;
+  CX_TRY(cx_toml_string(t, key, only[0], &v));
+  for (int i = 0; only[i]; i++)
+    if (!strcmp(v, only[i])) return CX_OK;
+  return cx_toml_fail(cx_toml_get(t, key), CX_ERR_UNSUPPORTED, "\"%s\": %s", v, why);
+}
+
+static char *resolve(const char *config, const char *path) {
+  const char *slash = strrchr(config, '/');
+  size_t dir = path[0] == '/' || !slash ? 0 : (size_t)(slash - config) + 1;
+  char *out = malloc(dir + strlen(path) + 1);
+  if (!out) return NULL;
+  memcpy(out, config, dir);
+  strcpy(out + dir, path);
+  return out;
+}
+
+/* ---- tables ---- */
+
+static cx_status read_run(cx_pipeline *p, const cx_toml *r) {
+  CX_TRY(cx_toml_check_keys(r, run_keys));
+  const cx_toml *out = cx_toml_get(r, "out_dir");
+  if (out) {
+    const char *v;
+    CX_TRY(cx_toml_as_string(out, &v));
+    if (!*v) return cx_toml_fail(out, CX_ERR_FORMAT, "an empty path");
+    if (!(p->out_dir = resolve(p->path, v))) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  }
+  int64_t v;
+  CX_TRY(int_in(r, "seed", 1, 0, INT64_MAX, &p->seed));
+  CX_TRY(int_in(r, "threads", 0, 0, 1024, &v));
+  p->threads = (int)v;
+  CX_TRY(int_in(r, "keep_checkpoints", 2, 1, 1 << 20, &v));
+  p->keep_checkpoints = (int)v;
+  CX_TRY(choice(r, "precision", (const char *const[]){"fp32", NULL},
+                "only \"fp32\" is implemented yet (\"bf16\" and \"int8\" are future work)"));
+  return choice(r, "device", (const char *const[]){"cpu", "auto", NULL},
+                "the devices are \"cpu\" and \"auto\" (the CPU in this build)");
+}
+
+static cx_status read_export(cx_pipeline *p, const cx_toml *e) {
+  CX_TRY(cx_toml_check_keys(e, export_keys));
+  int64_t opset;
+  CX_TRY(int_in(e, "opset", 13, 13, 17, &opset));
+  p->export.opset = (int)opset;
+  return cx_toml_bool(e, "fold_bn", false, &p->export.fold_bn);
+}
+
+/* The model of a stage from [teacher] or [student]: spec or onnx. */
+static cx_status read_model(cx_pipeline *p, const cx_toml *m, cx_train_config *tc) {
+  const cx_toml *spec = cx_toml_get(m, "spec"), *onnx = cx_toml_get(m, "onnx");
+  char name[64];
+  cx_toml_path(m, name, sizeof name);
+  if (spec && onnx)
+    return cx_toml_fail(onnx, CX_ERR_FORMAT, "give either [%s] spec or onnx, not both", name);
+  if (!spec && !onnx)
+    return cx_toml_fail(m, CX_ERR_FORMAT, "[%s] needs spec = \"<a built-in model spec>\" or "
+                        "onnx = \"<a path>\"", name);
+  tc->model_node = spec ? spec : onnx;
+  if (spec) return cx_toml_as_string(spec, &tc->model_spec);
+  const char *v;
+  CX_TRY(cx_toml_as_string(onnx, &v));
+  if (!*v) return cx_toml_fail(onnx, CX_ERR_FORMAT, "an empty path");
+  tc->model_onnx = resolve(p->path, v);
+  return tc->model_onnx ? CX_OK : cx_fail(CX_ERR_NOMEM, "out of memory");
+}
+
+/* A stage's cx_train_config: [data], then the training table (NULL: data only). */
+static cx_status read_stage(cx_pipeline *p, cx_pipeline_stage *s, const cx_toml *model,
+                            const cx_toml *training, const char *const *extra) {
+  cx_train_config *tc = &s->tc;
+  tc->doc = p->doc;
+  tc->opts = cx_train_defaults();
+  if (!(tc->path = strdup(p->path))) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  s->present = true;
+  s->training = training;
+  s->trains = training != NULL;
+  CX_TRY(read_model(p, model, tc));
+  CX_TRY(cx_train_config_read_data(tc, p->data));
+  if (training) CX_TRY(cx_train_config_read_train(tc, training, extra));
+  if (!cx_toml_get(training, "seed")) tc->opts.seed = (uint64_t)p->seed;
+  tc->threads = tc->opts.threads = p->threads;
+  tc->opts.keep_checkpoints = p->keep_checkpoints;
+  return CX_OK;
+}
+
+static cx_status read_models(cx_pipeline *p) {
+  const cx_toml *t, *s, *tt = NULL, *st = NULL, *d = p->distill_node;
+  CX_TRY(table(p->doc, "teacher", &t));
+  CX_TRY(table(p->doc, "student", &s));
+  CX_TRY(cx_toml_check_keys(t, model_keys));
+  CX_TRY(cx_toml_check_keys(s, model_keys));
+  CX_TRY(table(t, "train", &tt));
+  CX_TRY(table(s, "train", &st));
+  if (t && cx_toml_get(t, "spec") && !tt)
+    return cx_toml_fail(t, CX_ERR_FORMAT, "a built-in teacher (spec) is trained from scratch: "
+                        "add [teacher.train] with its settings (epochs = N, ...)");
+  if (d && (!t || !s))
+    return cx_toml_fail(d, CX_ERR_FORMAT, "[distill] needs a [teacher] and a [student]");
+  if (s && !d && !st)
+    return cx_toml_fail(s, CX_ERR_FORMAT, "the student is trained by [distill] or, from "
+                        "scratch, under [student.train]: add one of them");
+  cx_pipeline_stage *S = p->stages;
+  if (t) CX_TRY(read_stage(p, &S[CX_STAGE_TEACHER], t, tt, NULL));
+  if (st) CX_TRY(read_stage(p, &S[CX_STAGE_SCRATCH], s, st, NULL));
+  if (d) CX_TRY(read_stage(p, &S[CX_STAGE_DISTILL], s, d, distill_keys));
+  S[CX_STAGE_TEACHER].table = t;
+  S[CX_STAGE_SCRATCH].table = st;
+  S[CX_STAGE_DISTILL].table = d;
+  if (!d) return CX_OK;
+  CX_TRY(float_in(d, "temperature", 4, 1e-3, 1e3, &p->temperature));
+  return float_in(d, "alpha", 0.9, 0, 1, &p->alpha);
+}
+
+/* ---- hashes ---- */
+
+/* Size and modification time of a file the stage reads (so a changed file reruns it). */
+static void file_identity(const char *path, char *buf, size_t size) {
+  struct stat st;
+  size_t at = strlen(buf);
+  if (path && stat(path, &st) == 0)
+    snprintf(buf + at, size - at, "|%s:%lld:%lld.%09ld", path, (long long)st.st_size,
+             (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+}
+
+static void stage_hashes(cx_pipeline *p) {
+  const cx_toml *exp = cx_toml_get(p->doc, "export");
+  const char *prev = "";
+  for (int i = 0; i < CX_STAGE_COUNT; i++) {
+    cx_pipeline_stage *s = &p->stages[i];
+    if (!s->present) continue;
+    cx_train_config *tc = &s->tc;
+    /* What a checkpoint must match to be resumed: as in compress train. */
+    const cx_toml *step_nodes[] = {p->data, tc->model_node, s->training};
+    cx_train_config_hash(3, step_nodes, (const char *const[]){"data", "model", "train"}, NULL,
+                         tc->hash);
+    tc->opts.config_hash = tc->hash;
+    /* What the stage's output depends on: every key, the files, the seed, the stage before. */
+    char salt[8192];
+    snprintf(salt, sizeof salt, "%s|seed=%lld|%s", s->name, (long long)tc->opts.seed,
+             i == CX_STAGE_DISTILL ? prev : "");
+    if (i == CX_STAGE_DISTILL)
+      snprintf(salt + strlen(salt), sizeof salt - strlen(salt), "|T=%a|a=%a", p->temperature,
+               p->alpha);
+    file_identity(tc->model_onnx, salt, sizeof salt);
+    file_identity(tc->train_path, salt, sizeof salt);
+    file_identity(tc->val_path, salt, sizeof salt);
+    const cx_toml *all[] = {p->data, tc->model_node, s->training, exp};
+    cx_train_config_hash(4, all, (const char *const[]){"all.data", "all.model", "all.train",
+                                                       "all.export"}, salt, s->hash);
+    if (i == CX_STAGE_TEACHER) prev = p->stages[i].hash;
+  }
+}
+
+/* ---- load ---- */
+
+static cx_status read_all(cx_pipeline *p) {
+  CX_TRY(cx_toml_check_keys(p->doc, top_keys));
+  for (int i = 0; i < CX_STAGE_COUNT; i++) p->stages[i] = stage_names[i];
+  static const char *const future[] = {"prune", "quantize", NULL};
+  for (int i = 0; future[i]; i++)
+    if (cx_toml_get(p->doc, future[i]))
+      return cx_toml_fail(cx_toml_get(p->doc, future[i]), CX_ERR_UNSUPPORTED, "the %s stage is "
+                          "not implemented yet: remove [%s] for now", future[i], future[i]);
+  const cx_toml *r, *e;
+  CX_TRY(table(p->doc, "run", &r));
+  CX_TRY(table(p->doc, "data", &p->data));
+  CX_TRY(table(p->doc, "distill", &p->distill_node));
+  CX_TRY(table(p->doc, "export", &e));
+  CX_TRY(read_run(p, r));
+  CX_TRY(read_export(p, e));
+  if (!p->data) return cx_fail(CX_ERR_FORMAT, "%s: no [data] table (train = \"<file.h5>\")",
+                               p->path);
+  if (!cx_toml_get(p->doc, "teacher") && !cx_toml_get(p->doc, "student"))
+    return cx_fail(CX_ERR_FORMAT, "%s: nothing to do: no [teacher] and no [student]", p->path);
+  CX_TRY(read_models(p));
+  stage_hashes(p);
+  return CX_OK;
+}
+
+cx_status cx_pipeline_load(const char *path, cx_pipeline *p) {
+  memset(p, 0, sizeof *p);
+  p->path = strdup(path);
+  if (!p->path) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  cx_status s = cx_toml_parse_file(path, &p->doc);
+  if (s == CX_OK) s = read_all(p);
+  if (s != CX_OK) cx_pipeline_free(p);
+  return s;
+}
+
+void cx_pipeline_free(cx_pipeline *p) {
+  for (int i = 0; i < CX_STAGE_COUNT; i++) {
+    p->stages[i].tc.doc = NULL; /* the pipeline's */
+    if (p->stages[i].tc.path) cx_train_config_free(&p->stages[i].tc);
+  }
+  cx_toml_free(p->doc);
+  free(p->path);
+  free(p->out_dir);
+  memset(p, 0, sizeof *p);
+}
+
+/* ---- checks before training ---- */
+
+cx_status cx_pipeline_check(cx_pipeline *p) {
+  if (p->distill_node && !cx_pipeline_kd_available())
+    return cx_toml_fail(p->distill_node, CX_ERR_UNSUPPORTED, "knowledge distillation is not "
+                        "available in this build (distill/ is not compiled in); remove "
+                        "[distill], or train the student from scratch under [student.train]");
+  for (int i = 0; i < CX_STAGE_COUNT; i++) {
+    cx_pipeline_stage *s = &p->stages[i];
+    if (!s->present || (i == CX_STAGE_DISTILL && p->stages[CX_STAGE_SCRATCH].present)) continue;
+    cx_graph *g = NULL;
+    char *old = NULL;
+    cx_status st = cx_cli_train_load_model(&s->tc, &g, &old);
+    if (st == CX_OK) st = cx_train_config_check(&s->tc, g);
+    free(old);
+    cx_graph_free(g);
+    CX_TRY(st);
+  }
+  return CX_OK;
+}

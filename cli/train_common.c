@@ -1,0 +1,173 @@
+/* Shared by compress train and compress pipeline: see train_common.h. */
+#include "train_common.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../data/data.h"
+#include "../export/onnx_export.h"
+#include "../import/onnx.h"
+#include "../models/zoo.h"
+#include "commands.h"
+#include "onnx_common.h"
+
+/* ---- the model ---- */
+
+int cx_cli_rename_input(struct cx_graph *g, char **old) {
+  *old = NULL;
+  if (cx_graph_find_value(g, "input") >= 0) return 0;
+  int ids[8], n = cx_cli_graph_inputs(g, ids, 8);
+  if (n != 1) return n;
+  *old = g->values[ids[0]].name;
+  g->values[ids[0]].name = strdup("input");
+  if (!g->values[ids[0]].name) g->values[ids[0]].name = *old, *old = NULL;
+  return 1;
+}
+
+void cx_cli_train_restore_input(cx_graph *g, char *old) {
+  if (!old) return;
+  int v = cx_graph_find_value(g, "input");
+  free(g->values[v].name);
+  g->values[v].name = old;
+}
+
+cx_status cx_cli_train_load_model(const cx_train_config *c, cx_graph **g, char **old_input) {
+  cx_status s = c->model_spec ? cx_model_build(c->model_spec, g, NULL)
+                              : cx_onnx_import(c->model_onnx, g, NULL);
+  char where[400];
+  cx_train_config_where(c->model_node, where, sizeof where);
+  if (s != CX_OK) return cx_error_prefix("%s", where), s;
+  int n = cx_cli_rename_input(*g, old_input);
+  if (n != 1 && cx_graph_find_value(*g, "input") < 0)
+    return cx_fail(CX_ERR_ARG, "%s: the model has %d inputs; training takes one, the images", where,
+                   n);
+  return CX_OK;
+}
+
+/* ---- the output folder ---- */
+
+cx_status cx_cli_make_dirs(const char *path) {
+  char buf[CX_CLI_PATH_MAX];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *p = buf + 1;; p++) {
+    bool end = !*p;
+    if (*p != '/' && !end) continue;
+    *p = 0;
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+      return cx_fail(CX_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
+    if (end) return CX_OK;
+    *p = '/';
+  }
+}
+
+/* ---- metrics ---- */
+
+static void keep_error(cx_cli_sinks *k, cx_status s) {
+  if (s == CX_OK || k->status != CX_OK) return;
+  k->status = s;
+  snprintf(k->error, sizeof k->error, "%s", cx_last_error());
+  fprintf(stderr, "%s: warning: %s (training goes on)\n", k->command ? k->command : "compress",
+          k->error);
+}
+
+/* Writes n values under names (metrics) and tags (TensorBoard), prefixed with the stage. */
+static void write_all(cx_cli_sinks *k, int64_t step, int64_t epoch, int n,
+                      const char *const *names, const char *const *tags, const double *v) {
+  char nbuf[8][64], tbuf[8][80];
+  const char *np[8], *tp[8];
+  for (int i = 0; i < n && i < 8; i++) {
+    np[i] = names[i], tp[i] = tags[i];
+    if (!k->stage) continue;
+    snprintf(nbuf[i], sizeof nbuf[i], "%s/%s", k->stage, names[i]);
+    snprintf(tbuf[i], sizeof tbuf[i], "%s/%s", k->stage, tags[i]);
+    np[i] = nbuf[i], tp[i] = tbuf[i];
+  }
+  keep_error(k, cx_metrics_write(k->metrics, step, epoch, n, np, v));
+  keep_error(k, cx_tb_add_scalars(k->tb, step, n, tp, v));
+}
+
+void cx_cli_sinks_on_step(void *user, const cx_train_step_info *s) {
+  static const char *const names[] = {"loss", "lr", "grad_norm", "accuracy", "images_per_s",
+                                      "data_wait", "peak_memory_mb"};
+  static const char *const tags[] = {"train/loss", "train/lr", "train/grad_norm",
+                                     "train/accuracy", "train/images_per_s", "train/data_wait",
+                                     "train/peak_memory_mb"};
+  double v[] = {s->loss, s->lr, s->grad_norm, s->accuracy, s->images_per_s, s->data_wait_s,
+                s->peak_memory_mb};
+  write_all(user, s->step, s->epoch, 7, names, tags, v);
+}
+
+void cx_cli_sinks_on_epoch(void *user, int64_t epoch, int64_t step, const cx_eval_result *val) {
+  static const char *const names[] = {"val_top1", "val_top5", "val_loss"};
+  static const char *const tags[] = {"val/top1", "val/top5", "val/loss"};
+  double v[] = {val->top1, val->top5, val->loss};
+  write_all(user, step, epoch, 3, names, tags, v);
+}
+
+cx_status cx_cli_sinks_open(const char *out, bool append, cx_cli_sinks *k) {
+  char path[CX_CLI_PATH_MAX];
+  snprintf(path, sizeof path, "%s/metrics.jsonl", out);
+  CX_TRY(cx_metrics_open(path, append, &k->metrics));
+  snprintf(path, sizeof path, "%s/tensorboard", out);
+  return cx_tb_open(path, &k->tb);
+}
+
+cx_status cx_cli_sinks_close(cx_cli_sinks *k) {
+  cx_status a = cx_metrics_close(k->metrics), b = cx_tb_close(k->tb);
+  keep_error(k, a != CX_OK ? a : b);
+  cx_status s = k->status;
+  char error[512];
+  snprintf(error, sizeof error, "%s", k->error);
+  *k = (cx_cli_sinks){.stage = k->stage, .command = k->command};
+  if (s != CX_OK) return cx_fail(s, "%s", error);
+  return CX_OK;
+}
+
+/* ---- the trained model ---- */
+
+/* "a,b,c" with the fewest digits that read back as the same float. */
+static void format_values(const float *v, int n, char *buf, size_t size) {
+  size_t at = 0;
+  for (int i = 0; i < n && at < size; i++)
+    at += (size_t)snprintf(buf + at, size - at, "%s%.9g", i ? "," : "", (double)v[i]);
+}
+
+/* The data set's class names as a JSON array, or NULL when it has none. Caller frees. */
+static char *class_names_json(const char *path, const char *part) {
+  cx_dataset *d = NULL;
+  if (cx_dataset_open(path, part, &d) != CX_OK) return NULL;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = cx_dataset_class_name(d, 0) ? open_memstream(&buf, &len) : NULL;
+  for (int64_t i = 0; f && i < cx_dataset_get_info(d)->num_classes; i++) {
+    fputc(i ? ',' : '[', f);
+    cx_json_string(f, cx_dataset_class_name(d, i));
+  }
+  if (f) fputc(']', f), fclose(f);
+  cx_dataset_close(d);
+  return buf;
+}
+
+cx_status cx_cli_export_trained(const cx_train_config *c, const cx_graph *g, const char *path,
+                                const cx_cli_export *e) {
+  int input = 0;
+  cx_cli_graph_inputs(g, &input, 1);
+  int ch = (int)g->values[input].shape.d[1];
+  char mean[200], std[200];
+  format_values(c->opts.val_aug.mean, ch, mean, sizeof mean);
+  format_values(c->opts.val_aug.std, ch, std, sizeof std);
+  char *classes = class_names_json(c->train_path, c->opts.train_part);
+  cx_onnx_metadata meta[] = {
+      {CX_META_LAYOUT, "NCHW"}, {CX_META_SCALE, "1/255"}, {CX_META_MEAN, mean},
+      {CX_META_STD, std}, {CX_META_CONFIG, c->path}, {CX_META_HASH, c->hash},
+      {CX_META_CLASSES, classes}};
+  cx_onnx_export_opts eo = {.opset = e && e->opset ? e->opset : 13, .fold_bn = e && e->fold_bn,
+                            .producer_version = CX_VERSION, .metadata = meta,
+                            .n_metadata = classes ? 7 : 6};
+  cx_status s = cx_onnx_export(g, path, &eo);
+  free(classes);
+  return s;
+}

@@ -1,0 +1,56 @@
+#ifndef CX_CLI_TRAIN_COMMON_H
+#define CX_CLI_TRAIN_COMMON_H
+
+/* Pieces shared by the commands that train (compress train, compress pipeline): the model a
+ * config names, the output folder, the metrics writers behind the trainer's callbacks, and the
+ * export of a trained model with its input preprocessing in the metadata. */
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../core/graph.h"
+#include "../train/metrics.h"
+#include "../train/tensorboard.h"
+#include "../train/train_config.h"
+
+enum { CX_CLI_PATH_MAX = 4200 };
+
+/* The model c names ([model] spec or onnx, or whatever the caller put in model_spec /
+ * model_onnx / model_node), with its image input named "input" (*old_input: the name it had, to
+ * put back before export; NULL when it had that name). Messages start with the key's position. */
+cx_status cx_cli_train_load_model(const cx_train_config *c, cx_graph **g, char **old_input);
+/* Gives the input its old name back (frees old). */
+void cx_cli_train_restore_input(cx_graph *g, char *old);
+
+/* mkdir -p. */
+cx_status cx_cli_make_dirs(const char *path);
+
+/* Metrics writers behind the trainer's on_step/on_epoch (user = the sinks); the first write
+ * error is kept and training goes on. With a stage, metric names become "<stage>/<name>" and
+ * TensorBoard tags "<stage>/train/loss", so that one file holds every stage. */
+typedef struct cx_cli_sinks {
+  cx_metrics *metrics;
+  cx_tb_writer *tb;
+  const char *stage;   /* NULL: plain names */
+  const char *command; /* for the warning: "compress train" */
+  cx_status status;
+  char error[512];
+} cx_cli_sinks;
+
+/* metrics.jsonl and tensorboard/ in out (append: keep the lines already there). */
+cx_status cx_cli_sinks_open(const char *out, bool append, cx_cli_sinks *k);
+/* Closes both; the first error seen while writing, if any. k is cleared. */
+cx_status cx_cli_sinks_close(cx_cli_sinks *k);
+void cx_cli_sinks_on_step(void *user, const cx_train_step_info *s);
+void cx_cli_sinks_on_epoch(void *user, int64_t epoch, int64_t step, const cx_eval_result *val);
+
+/* Writes g to path as ONNX with the preprocessing of c's data ([data] mean, std; the class names
+ * of its training set) and the config's path and hash in metadata_props (train/train_config.h). */
+typedef struct cx_cli_export {
+  int opset;    /* 0: 13 */
+  bool fold_bn;
+} cx_cli_export;
+cx_status cx_cli_export_trained(const cx_train_config *c, const cx_graph *g, const char *path,
+                                const cx_cli_export *e);
+
+#endif
