@@ -9,18 +9,13 @@
 
 #include "op.h"
 
-static bool name_taken(const cx_graph *g, const char *name) {
-  char buf[600];
-  snprintf(buf, sizeof buf, "%s:0", name);
-  return cx_graph_find_value(g, name) >= 0 || cx_graph_find_value(g, buf) >= 0;
-}
-
 int cx_grad_node(const cx_grad_ctx *ctx, const char *op, const int *in, int n_in, int n_out) {
-  char base[512], name[560];
+  char base[600];
   snprintf(base, sizeof base, "%s/grad/%s", ctx->g->nodes[ctx->node].name, op);
-  snprintf(name, sizeof name, "%s", base);
-  for (int k = 1; name_taken(ctx->g, name); k++) snprintf(name, sizeof name, "%s_%d", base, k);
-  return cx_graph_node(ctx->g, op, name, in, n_in, n_out);
+  char *name = cx_graph_unique_name(ctx->g, base);
+  int node = cx_graph_node(ctx->g, op, name, in, n_in, n_out);
+  free(name);
+  return node;
 }
 
 int cx_grad_emit(const cx_grad_ctx *ctx, const char *op, const int *in, int n_in) {

@@ -292,11 +292,18 @@ const char *cx_node_string(const cx_node *n, const char *name, const char *fallb
   return a && a->type == CX_ATTR_STRING ? a->s : fallback;
 }
 
+/* A node named s names its outputs s or s:k, so both forms must be free. */
+static bool name_taken(const cx_graph *g, const char *s) {
+  char first[600];
+  snprintf(first, sizeof first, "%s:0", s);
+  return cx_graph_find_value(g, s) >= 0 || cx_graph_find_value(g, first) >= 0;
+}
+
 char *cx_graph_unique_name(const cx_graph *g, const char *base) {
   size_t len = strlen(base) + 24;
   char *s = malloc(len);
   snprintf(s, len, "%s", base);
-  for (int k = 1; cx_graph_find_value(g, s) >= 0; k++) snprintf(s, len, "%s_%d", base, k);
+  for (int k = 1; name_taken(g, s); k++) snprintf(s, len, "%s_%d", base, k);
   return s;
 }
 

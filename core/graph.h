@@ -107,7 +107,8 @@ int cx_node_floats(const cx_node *n, const char *name, const float **v);
 const char *cx_node_string(const cx_node *n, const char *name, const char *fallback);
 
 int cx_graph_find_value(const cx_graph *g, const char *name);
-/* A name not yet used in the graph, made from base ("base", "base_1", ...). Caller frees. */
+/* A name not yet used in the graph, made from base ("base", "base_1", ...), that is also free
+ * as a node name (its outputs "name:k"). Caller frees. */
 char *cx_graph_unique_name(const cx_graph *g, const char *base);
 /* Copies the whole graph, initializers included. */
 cx_graph *cx_graph_clone(const cx_graph *g);
