@@ -17,7 +17,7 @@ compress=$(realpath "$1")
 py=/usr/bin/python3
 fm=/usr/share/datasets/fashion-mnist
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+if [[ -n ${KEEP:-} ]]; then echo "keeping $work"; else trap 'rm -rf "$work"' EXIT; fi
 cd /
 export OMP_NUM_THREADS=1
 fails=0
