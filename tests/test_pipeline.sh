@@ -4,7 +4,10 @@
 # epoch each.
 #   - a run writes teacher.onnx and student_scratch.onnx (with the preprocessing metadata),
 #     checkpoints/<stage>/, one metrics.jsonl with every line's names prefixed by its stage,
-#     tensorboard/ and the stage manifest;
+#     tensorboard/, the stage manifest and the report (check_report.py: every row measured);
+#   - a re-run that skips every stage writes the report again with the same figures; a teacher
+#     given as ONNX is evaluated for it; with [distill], the report has the three rows and
+#     ONNX Runtime scores the ONNX files to the report's top-1 (onnx_top1.py);
 #   - `compress FILE.toml` is the same command; a re-run skips the complete stages; --only and
 #     --from run the stages they name; a changed setting reruns its stage and the later ones;
 #   - bad files (unknown key with a suggestion, missing data file, class count of the teacher
@@ -14,6 +17,7 @@
 # usage: test_pipeline.sh COMPRESS
 set -u
 compress=$(realpath "$1")
+here=$(dirname "$(realpath "$0")")
 py=/usr/bin/python3
 fm=/usr/share/datasets/fashion-mnist
 work=$(mktemp -d)
@@ -135,6 +139,11 @@ stages = {k.split("/")[0] for l in lines for k in l if "/" in k}
 assert stages == {"teacher", "scratch"}, stages
 assert any("teacher/val_top1" in l for l in lines) and any("scratch/loss" in l for l in lines)
 EOF
+# the report: both rows measured, curves, the preprocessing; kept to compare with a re-run
+expect_in first out "report: $r/report.html (also report.md, report.json)"
+$py "$here/check_report.py" "$r" --models "teacher,student (scratch)" >/dev/null ||
+  fail "first: the report"
+cp "$r/report.json" "$work/report_first.json"
 # the preprocessing in the metadata, read back by compress eval
 run 0 eval-student eval "$r/student_scratch.onnx" --data "$work/test.h5"
 expect_in eval-student out "top-1"
@@ -143,6 +152,9 @@ expect_in eval-student out "top-1"
 run 0 again "$work/pipe.toml"
 expect_in again out "teacher: complete"
 expect_in again out "scratch: complete"
+# every stage skipped: the report is written again, with the figures from the manifest
+$py "$here/check_report.py" "$r" --models "teacher,student (scratch)" \
+  --same "$work/report_first.json" >/dev/null || fail "again: the report differs"
 run 0 only pipeline "$work/pipe.toml" --only scratch
 grep -q "^teacher" "$work/only.out" && fail "only: the teacher stage ran"
 expect_in only out "scratch: 24 steps"
@@ -174,6 +186,13 @@ sed -e 's|^spec = "resnet20.*|onnx = "run/teacher.onnx"|' -e '/^\[teacher.train\
 run 0 onnx-teacher pipeline "$work/pipe_onnx.toml" --out "$work/run_o" --only teacher
 expect_in onnx-teacher out "teacher: exporting"
 [[ -f $work/run_o/teacher.onnx ]] || fail "onnx-teacher: no teacher.onnx"
+# ... and evaluated for the report: the same top-1 as when it was trained
+$py - "$r/report.json" "$work/run_o/report.json" <<'EOF' || fail "onnx-teacher: report top-1"
+import json, sys
+a, b = (json.load(open(p))["models"][0] for p in sys.argv[1:])
+assert b["name"] == "teacher" and b["train_seconds"] is None, b
+assert abs(a["top1"] - b["top1"]) <= 0.05, (a["top1"], b["top1"])
+EOF
 
 # [distill]: runs where distill/ is built in (the student distilled from the teacher above);
 # refused before anything trains, naming the table, where it is not
@@ -187,6 +206,17 @@ if [[ $kd == 0 ]]; then
   expect_in kd out "teacher: complete"
   expect_in kd out "distill: 24 steps"
   [[ -f $r/student.onnx ]] || fail "kd: no student.onnx"
+  $py "$here/check_report.py" "$r" --models "teacher,student (scratch),student (distilled)" \
+    >/dev/null || fail "kd: the report"
+  top1=$(grep -o 'distill: .*validation top-1 [0-9.]*%' "$work/kd.out" | grep -o '[0-9.]*%$')
+  grep -q "^| student (distilled) | $top1 |" "$r/report.md" || fail "kd: the report's top-1"
+  # ONNX Runtime scores the exported models as their metadata says: the report's top-1
+  if $py -c "import onnxruntime" 2>/dev/null; then
+    $py "$here/onnx_top1.py" "$r" >"$work/top1.out" 2>&1 || fail "kd: onnx_top1.py"
+    sed 's/^/    /' "$work/top1.out"
+  else
+    echo "skip ONNX Runtime top-1: onnxruntime is not importable by $py (scripts/install-deps.sh)"
+  fi
 else
   [[ $kd == 1 ]] || fail "kd: exit $kd"
   expect_in kd err "compress pipeline: $work/pipe_kd.toml:39:1: 'distill': knowledge distillation is not available"
