@@ -24,6 +24,7 @@ typedef struct args {
 /* What the trainer's hooks get as user: the KD hooks read the first member. */
 typedef struct runner {
   cx_pipeline_kd *kd;
+  int64_t teacher_batches, cached_batches; /* of the distillation that ran last */
   cx_cli_sinks sinks;
   cx_pipeline p;
   args a;
@@ -131,12 +132,10 @@ static cx_status train_stage(runner *r, int id, cx_graph *g, cx_train_result *re
     snprintf(cache, sizeof cache, "%s/teacher_cache", r->out);
     st = load_teacher(r, &teacher);
     if (st == CX_OK)
-      /* A resumed run would need its epoch for the cache keys (cx_kd_opts.start_epoch): it
-       * runs the teacher on every batch instead, never reading another epoch's outputs. */
-      st = cx_pipeline_kd_begin(teacher, r->p.temperature, r->p.alpha, *resume ? NULL : cache,
-                                o, &r->kd);
+      st = cx_pipeline_kd_begin(teacher, r->p.temperature, r->p.alpha, cache, o, &r->kd);
   }
   if (st == CX_OK) st = cx_train(g, o, res);
+  if (r->kd) cx_pipeline_kd_counts(r->kd, &r->teacher_batches, &r->cached_batches);
   cx_status k = cx_pipeline_kd_end(r->kd);
   r->kd = NULL;
   cx_graph_free(teacher);
@@ -151,15 +150,20 @@ static void print_result(const cx_pipeline_stage *s, const cx_train_result *res,
            res->images_per_s);
   if (out->val.n) printf("validation top-1 %.2f%%, ", out->val.top1);
   printf("wrote %s\n", path);
+  if (out->teacher_batches || out->cached_batches)
+    printf("%s: teacher outputs of %lld batches computed, %lld read from the cache\n", s->name,
+           (long long)out->teacher_batches, (long long)out->cached_batches);
 }
 
 /* The stage's results for the manifest: the training time of this run added to that of
  * earlier ones, and the model's accuracy (the trainer's last evaluation, or one made now). */
-static cx_status stage_result(const cx_pipeline_stage *s, const cx_graph *g,
+static cx_status stage_result(const runner *r, const cx_pipeline_stage *s, const cx_graph *g,
                               const cx_train_result *res, const cx_stage_result *before,
                               cx_stage_result *out) {
   const cx_train_opts *o = &s->tc.opts;
   *out = cx_stage_result_empty();
+  out->teacher_batches = before->teacher_batches + r->teacher_batches;
+  out->cached_batches = before->cached_batches + r->cached_batches;
   if (s->trains) {
     out->train_seconds = plus(before->train_seconds, res->seconds);
     out->images_per_s = res->images_per_s;
@@ -177,6 +181,8 @@ static cx_status stopped(runner *r, const cx_pipeline_stage *s, const cx_train_r
   cx_stage_result so_far = cx_stage_result_empty();
   so_far.seconds = plus(before->seconds, seconds);
   so_far.train_seconds = plus(before->train_seconds, res->seconds);
+  so_far.teacher_batches = before->teacher_batches + r->teacher_batches;
+  so_far.cached_batches = before->cached_batches + r->cached_batches;
   CX_TRY(cx_pipeline_manifest_write(r->out, s->name, "started", s->tc.hash, &so_far));
   return cx_fail(CX_ERR_ARG, "%s: interrupted at step %lld; run the same command again to "
                  "continue from the checkpoint", s->name, (long long)res->steps);
@@ -199,6 +205,7 @@ static cx_status run_stage(runner *r, int id) {
   cx_pipeline_stage *s = &r->p.stages[id];
   char *old = NULL;
   double t0 = now();
+  r->teacher_batches = r->cached_batches = 0; /* set by a distillation */
   manifest_remove(r, s->name, "done");
   printf("%s: %s\n", s->name, s->trains ? "training" : "exporting");
   fflush(stdout);
@@ -209,7 +216,7 @@ static cx_status run_stage(runner *r, int id) {
   if (st == CX_OK && s->trains) st = train_stage(r, id, g, &res, &before);
   if (st == CX_OK && res.stopped) st = stopped(r, s, &res, &before, now() - t0);
   else if (st == CX_OK) {
-    st = stage_result(s, g, &res, &before, &result);
+    st = stage_result(r, s, g, &res, &before, &result);
     result.seconds = plus(before.seconds, now() - t0);
     if (st == CX_OK) {
       st = finish(r, s, g, old, &result, &res);

@@ -102,6 +102,9 @@ bool cx_pipeline_kd_available(void);
  * o->user, which the caller points at a struct whose first member is the cx_pipeline_kd *. */
 cx_status cx_pipeline_kd_begin(const cx_graph *teacher, double temperature, double alpha,
                                const char *cache_dir, cx_train_opts *o, cx_pipeline_kd **out);
+/* Batches whose teacher outputs were computed (the teacher ran), and read from the cache. */
+void cx_pipeline_kd_counts(const cx_pipeline_kd *kd, int64_t *teacher_batches,
+                           int64_t *cached_batches);
 cx_status cx_pipeline_kd_end(cx_pipeline_kd *kd);
 
 #endif

@@ -7,7 +7,9 @@
 #     tensorboard/, the stage manifest and the report (check_report.py: every row measured);
 #   - a re-run that skips every stage writes the report again with the same figures; a teacher
 #     given as ONNX is evaluated for it; with [distill], the report has the three rows and
-#     ONNX Runtime scores the ONNX files to the report's top-1 (onnx_top1.py);
+#     ONNX Runtime scores the ONNX files to the report's top-1 (onnx_top1.py); a distillation
+#     interrupted and resumed reads the teacher cache (a count of the teacher's batches) and
+#     ends where an uninterrupted one does;
 #   - `compress FILE.toml` is the same command; a re-run skips the complete stages; --only and
 #     --from run the stages they name; a changed setting reruns its stage and the later ones;
 #   - bad files (unknown key with a suggestion, missing data file, class count of the teacher
@@ -197,14 +199,15 @@ EOF
 # [distill]: runs where distill/ is built in (the student distilled from the teacher above);
 # refused before anything trains, naming the table, where it is not
 cp "$work/pipe.toml" "$work/pipe_kd.toml"
-printf '\n[distill]\ntemperature = 4.0\nalpha = 0.9\nepochs = 1\nlr = 0.05\nmomentum = 0.9\n' \
+printf '\n[distill]\ntemperature = 4.0\nalpha = 0.9\nepochs = 2\nlr = 0.05\nmomentum = 0.9\n' \
   >>"$work/pipe_kd.toml"
 "$compress" pipeline "$work/pipe_kd.toml" --out "$r" >"$work/kd.out" 2>"$work/kd.err"
 kd=$?
 if [[ $kd == 0 ]]; then
   echo "ok   kd (distillation built in)"
   expect_in kd out "teacher: complete"
-  expect_in kd out "distill: 24 steps"
+  expect_in kd out "distill: 48 steps"
+  expect_in kd out "distill: teacher outputs of 48 batches computed, 0 read from the cache"
   [[ -f $r/student.onnx ]] || fail "kd: no student.onnx"
   $py "$here/check_report.py" "$r" --models "teacher,student (scratch),student (distilled)" \
     >/dev/null || fail "kd: the report"
@@ -217,6 +220,19 @@ if [[ $kd == 0 ]]; then
   else
     echo "skip ONNX Runtime top-1: onnxruntime is not importable by $py (scripts/install-deps.sh)"
   fi
+  # interrupted in its second epoch and resumed, the distillation reads every batch's teacher
+  # outputs from the cache the run above filled, each from its own epoch's file, and ends with
+  # the same student as the run that was not interrupted
+  cp "$r/stages/distill.done" "$work/distill_whole.done"
+  run 1 kd-stopped pipeline "$work/pipe_kd.toml" --out "$r" --only distill --stop-after 30
+  expect_in kd-stopped err "distill: interrupted at step 30"
+  run 0 kd-resumed pipeline "$work/pipe_kd.toml" --out "$r"
+  expect_in kd-resumed out "distill: resuming from $r/checkpoints/distill/step-00000030.h5"
+  expect_in kd-resumed out "distill: teacher outputs of 0 batches computed, 48 read from the cache"
+  for k in val_top1 val_loss; do
+    [[ $(grep "^$k " "$r/stages/distill.done") == $(grep "^$k " "$work/distill_whole.done") ]] ||
+      fail "kd-resumed: $k is not the uninterrupted run's"
+  done
 else
   [[ $kd == 1 ]] || fail "kd: exit $kd"
   expect_in kd err "compress pipeline: $work/pipe_kd.toml:39:1: 'distill': knowledge distillation is not available"
