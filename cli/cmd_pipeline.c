@@ -357,7 +357,7 @@ const cx_command cx_cmd_pipeline = {
         "    distill   [distill]: the student distilled from the teacher; writes\n"
         "              student.onnx\n"
         "into the output folder ([run] out_dir, or --out), with checkpoints/<stage>/,\n"
-        "metrics.jsonl (names prefixed with the stage), tensorboard/ and stages/ (the\n"
+        "metrics.jsonl (each line with its \"stage\"), tensorboard/ and stages/ (the\n"
         "manifest), and then report.md, report.html and report.json: every complete stage's\n"
         "model side by side (accuracy, size, MACs, latency, training time, curves).\n"
         "The file, the data and every model are checked before training starts.\n"

@@ -88,17 +88,16 @@ static cx_status add_row(builder *b, const cx_pipeline_stage *s, const cx_stage_
 
 /* ---- curves ---- */
 
-/* Stage lines of metrics.jsonl carry the stage as a prefix of their names ("teacher/loss"). */
+/* A stage's lines of metrics.jsonl have "stage":"<name>" (cx_cli_sinks). */
 static void read_curves(builder *b, row *w) {
-  char path[CX_CLI_PATH_MAX], loss[80], top1[80];
+  char path[CX_CLI_PATH_MAX], stage[80];
   snprintf(path, sizeof path, "%s/metrics.jsonl", b->out);
-  snprintf(loss, sizeof loss, "%s/loss", w->stage->name);
-  snprintf(top1, sizeof top1, "%s/val_top1", w->stage->name);
+  snprintf(stage, sizeof stage, "\"stage\":\"%s\"", w->stage->name);
   cx_report_stage *c = &w->curves;
   *c = (cx_report_stage){.name = w->stage->name, .seconds = w->res.seconds,
                          .images_per_s = w->res.images_per_s};
-  if (cx_report_metrics_series(path, NULL, "step", loss, &c->loss) != CX_OK ||
-      cx_report_metrics_series(path, NULL, "epoch", top1, &c->accuracy) != CX_OK)
+  if (cx_report_metrics_series(path, stage, "step", "loss", &c->loss) != CX_OK ||
+      cx_report_metrics_series(path, stage, "epoch", "val_top1", &c->accuracy) != CX_OK)
     cx_error_clear(); /* no metrics file: a report without curves */
   c->loss.name = "loss";
   c->accuracy.name = "top-1";

@@ -73,19 +73,21 @@ static void keep_error(cx_cli_sinks *k, cx_status s) {
           k->error);
 }
 
-/* Writes n values under names (metrics) and tags (TensorBoard), prefixed with the stage. */
+/* Writes n values under names (metrics, with a "stage" field) and tags (TensorBoard, prefixed
+ * with the stage, since a TensorBoard scalar has a tag and nothing else). */
 static void write_all(cx_cli_sinks *k, int64_t step, int64_t epoch, int n,
                       const char *const *names, const char *const *tags, const double *v) {
-  char nbuf[8][64], tbuf[8][80];
-  const char *np[8], *tp[8];
+  char tbuf[8][80];
+  const char *tp[8];
   for (int i = 0; i < n && i < 8; i++) {
-    np[i] = names[i], tp[i] = tags[i];
+    tp[i] = tags[i];
     if (!k->stage) continue;
-    snprintf(nbuf[i], sizeof nbuf[i], "%s/%s", k->stage, names[i]);
     snprintf(tbuf[i], sizeof tbuf[i], "%s/%s", k->stage, tags[i]);
-    np[i] = nbuf[i], tp[i] = tbuf[i];
+    tp[i] = tbuf[i];
   }
-  keep_error(k, cx_metrics_write(k->metrics, step, epoch, n, np, v));
+  cx_metrics_tag stage = {"stage", k->stage};
+  keep_error(k, cx_metrics_write_tagged(k->metrics, step, epoch, k->stage ? 1 : 0, &stage, n,
+                                        names, v));
   keep_error(k, cx_tb_add_scalars(k->tb, step, n, tp, v));
 }
 

@@ -3,7 +3,7 @@
 # makes them): a ResNet-20 teacher and a MobileNetV2-0.5 student trained from scratch, one short
 # epoch each.
 #   - a run writes teacher.onnx and student_scratch.onnx (with the preprocessing metadata),
-#     checkpoints/<stage>/, one metrics.jsonl with every line's names prefixed by its stage,
+#     checkpoints/<stage>/, one metrics.jsonl with every line's "stage",
 #     tensorboard/, the stage manifest and the report (check_report.py: every row measured);
 #   - a re-run that skips every stage writes the report again with the same figures; a teacher
 #     given as ONNX is evaluated for it; with [distill], the report has the three rows and
@@ -137,9 +137,11 @@ expect_in first out "scratch: 24 steps"
 $py - "$r/metrics.jsonl" <<'EOF' || fail "first: metrics.jsonl"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
-stages = {k.split("/")[0] for l in lines for k in l if "/" in k}
-assert stages == {"teacher", "scratch"}, stages
-assert any("teacher/val_top1" in l for l in lines) and any("scratch/loss" in l for l in lines)
+assert all(list(l)[:4] == ["step", "epoch", "time", "stage"] for l in lines), lines[0]
+assert {l["stage"] for l in lines} == {"teacher", "scratch"}, {l["stage"] for l in lines}
+assert not [k for l in lines for k in l if "/" in k], "a stage prefix in a metric's name"
+assert any(l["stage"] == "teacher" and "val_top1" in l for l in lines)
+assert any(l["stage"] == "scratch" and "loss" in l for l in lines)
 EOF
 # the report: both rows measured, curves, the preprocessing; kept to compare with a re-run
 expect_in first out "report: $r/report.html (also report.md, report.json)"
@@ -175,11 +177,12 @@ run 0 resumed pipeline "$work/pipe.toml" --out "$work/run_s"
 expect_in resumed out "teacher: resuming from $work/run_s/checkpoints/teacher/step-00000013.h5"
 $py - "$r/metrics.jsonl" "$work/run_s/metrics.jsonl" <<'EOF' || fail "resumed: metrics differ"
 import json, sys
-def first(p, key):
-    return [l[key] for l in map(json.loads, open(p)) if key in l][0]
-for key in ("teacher/val_top1", "scratch/val_top1"):
-    a, b = first(sys.argv[1], key), first(sys.argv[2], key)
-    assert a == b, (key, a, b)
+def first(p, stage):
+    return [l["val_top1"] for l in map(json.loads, open(p))
+            if l["stage"] == stage and "val_top1" in l][0]
+for stage in ("teacher", "scratch"):
+    a, b = first(sys.argv[1], stage), first(sys.argv[2], stage)
+    assert a == b, (stage, a, b)
 EOF
 
 # a teacher given as ONNX is checked and exported again with the metadata
