@@ -1,7 +1,8 @@
 /* The trainer on real data: Fashion-MNIST (Debian's dataset-fashion-mnist) imported to HDF5, a
  * ResNet-20 trained with the recipe of examples/fashion_mnist/train.toml (2 epochs, SGD momentum,
  * cosine to zero) must reach 88% test top-1 (PyTorch with the same recipe, bench/train_torch.py:
- * see bench/README.md); plus the trainer's guards (a NaN is caught and named, a wrong input shape is refused). */
+ * see bench/README.md); plus the trainer's guards (a NaN is caught and named, a wrong input
+ * shape is refused). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
