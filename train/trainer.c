@@ -19,6 +19,7 @@
 #include "diagnose.h"
 #include "grad_clip.h"
 #include "train_graph.h"
+#include "train_profile.h"
 
 cx_train_opts cx_train_defaults(void) {
   cx_train_opts o = {.batch_size = 128, .accum_steps = 1, .epochs = 1, .log_every = 50,
@@ -70,6 +71,7 @@ typedef struct run {
   cx_tensor *loss_seed;
   double scaler_state[3]; /* scale, good steps, skipped steps */
   cx_tensor scaler_t;
+  cx_train_profiler prof;
 } run;
 
 /* ---- setup ---- */
@@ -201,6 +203,7 @@ static void close_run(run *r) {
   free(r->ck);
   free(r->ck_state_names);
   free(r->ck_state);
+  cx_train_profiler_free(&r->prof);
 }
 
 /* ---- checkpoints ---- */
@@ -349,7 +352,8 @@ static cx_status micro_step(run *r, const cx_batch *b, double *loss, cx_eval_sum
       cx_program_value_tensor(r->train, cx_program_graph(r->train)->outputs[1]);
   cx_logits_score(logits->data, b->size, r->classes, b->labels, acc);
   if (r->loss_seed) *(float *)r->loss_seed->data = r->scaler.scale;
-  return cx_program_backward(r->train);
+  CX_TRY(cx_program_backward(r->train));
+  return cx_train_profiler_micro(&r->prof, r->train, r->step + 1);
 }
 
 static double norm2(const cx_tensor *t) {
@@ -416,7 +420,9 @@ static cx_status apply_update(run *r, bool logged, double *grad_norm, float *lr,
     diagnose_gradients(r, g, cx_grad_global_norm(g, r->n_params), res);
   *grad_norm = o->clip_norm > 0 ? cx_grad_clip_global_norm(g, r->n_params, o->clip_norm)
                                 : cx_grad_global_norm(g, r->n_params);
-  return cx_optimizer_step(r->opt, g, *lr);
+  double t0 = now();
+  CX_TRY(cx_optimizer_step(r->opt, g, *lr));
+  return cx_train_profiler_host(&r->prof, CX_TRAIN_PROFILE_OPTIMIZER, t0, now() - t0, r->step + 1);
 }
 
 /* The micro-batches of one optimizer step and the update. */
@@ -426,7 +432,9 @@ static cx_status train_step(run *r, bool logged, double *gnorm, float *lr, cx_tr
   double loss_sum = 0;
   for (int m = 0; m < o->accum_steps; m++) {
     cx_batch b;
+    double t0 = now();
     CX_TRY(cx_loader_next(r->loader, &b));
+    CX_TRY(cx_train_profiler_host(&r->prof, CX_TRAIN_PROFILE_DATA, t0, now() - t0, r->step + 1));
     if (r->step == r->start_step && m == 0) CX_TRY(cx_check_model_input(
         cx_program_graph(r->train), &b, o->train_path));
     double loss;
@@ -560,9 +568,14 @@ static cx_status train_epoch(run *r, cx_train_result *res, bool *stopped) {
     bool logged = (r->step + 1) % o->log_every == 0 || last;
     double gnorm = 0;
     float lr = 0;
+    CX_TRY(cx_train_profiler_begin(&r->prof, r->train, r->step + 1));
     CX_TRY(train_step(r, logged, &gnorm, &lr, res));
     if (logged) log_step(r, gnorm, lr, res);
     *stopped = stop_now(r);
+    if (r->bar_open && r->prof.on && (*stopped || r->step == r->total || r->step == r->prof.last))
+      note(r, "%s", "");
+    CX_TRY(cx_train_profiler_end(&r->prof, r->train, r->step, *stopped || r->step == r->total,
+                                 r->log));
     if (*stopped || (o->checkpoint_every > 0 && r->step % o->checkpoint_every == 0))
       CX_TRY(save_checkpoint(r, res));
     if (*stopped) return CX_OK;
@@ -634,6 +647,9 @@ cx_status cx_train(cx_graph *model, const cx_train_opts *given, cx_train_result 
   r.diag.classes = r.classes;
   if (s == CX_OK) s = open_program(&r, model);
   if (s == CX_OK && o.resume_from) s = restore(&r);
+  r.prof = (cx_train_profiler){.trace_path = o.profile_trace, .json_path = o.profile_json,
+                               .top = o.profile_top};
+  cx_train_profiler_init(&r.prof, o.profile_after, o.profile_steps, r.start_step, r.total);
   res->resumed_step = r.start_step;
   res->total_steps = r.total;
   if (s == CX_OK) s = train_epochs(&r, model, res);

@@ -71,6 +71,13 @@ typedef struct cx_train_opts {
   const char *resume_from;             /* a checkpoint to continue from; NULL: a fresh start */
   int64_t stop_after;                  /* stop with a checkpoint at this step; 0: never */
   const volatile sig_atomic_t *interrupt; /* set by a signal handler: the same, after this step */
+  /* Profiling (train/train_profile.h): after profile_after steps of this run, profile_steps
+   * steps (0: off) run with per-node timings; then the per-op and per-node tables (forward,
+   * backward, waiting for data, optimizer) go to the log, the Chrome trace to profile_trace and
+   * the tables as JSON to profile_json (either may be NULL). */
+  int64_t profile_after, profile_steps;
+  const char *profile_trace, *profile_json;
+  int profile_top;                     /* rows of the per-node table; 0: all */
   /* Stages that train with another loss (distillation) build the training graph themselves —
    * it must take "input", have a scalar output "loss" first and the logits second — and feed
    * their extra inputs before each micro-batch's forward pass. NULL: cx_train_graph, no feed. */
