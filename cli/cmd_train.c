@@ -93,6 +93,9 @@ static void print_json(const train_args *a, const cx_train_config *c, const char
          r->final_loss, r->warnings);
   if (*r->checkpoint) cx_json_string(stdout, r->checkpoint);
   else printf("null");
+  if (r->loss_scale > 0)
+    printf(",\"loss_scale\":%.17g,\"skipped_steps\":%lld", r->loss_scale,
+           (long long)r->skipped_steps);
   if (r->val.n)
     printf(",\"val\":{\"images\":%lld,\"top1\":%.17g,\"top5\":%.17g,\"loss\":%.17g}}\n",
            (long long)r->val.n, r->val.top1, r->val.top5, r->val.loss);
@@ -106,6 +109,9 @@ static void print_text(const char *model, const cx_train_result *r) {
   if (r->val.n)
     printf("validation: top-1 %.2f%%  top-5 %.2f%%  loss %.4f (%lld images)\n", r->val.top1,
            r->val.top5, r->val.loss, (long long)r->val.n);
+  if (r->loss_scale > 0)
+    printf("loss scale %g at the end; %lld step(s) skipped for overflow\n", r->loss_scale,
+           (long long)r->skipped_steps);
   if (*r->checkpoint) printf("checkpoint: %s\n", r->checkpoint);
   if (*model) printf("wrote %s\n", model);
   else if (r->stopped) printf("stopped before the end: continue with --resume\n");

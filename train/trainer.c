@@ -572,10 +572,12 @@ static cx_status train_epoch(run *r, cx_train_result *res, bool *stopped) {
     CX_TRY(train_step(r, logged, &gnorm, &lr, res));
     if (logged) log_step(r, gnorm, lr, res);
     *stopped = stop_now(r);
-    if (r->bar_open && r->prof.on && (*stopped || r->step == r->total || r->step == r->prof.last))
-      note(r, "%s", "");
-    CX_TRY(cx_train_profiler_end(&r->prof, r->train, r->step, *stopped || r->step == r->total,
-                                 r->log));
+    bool final = *stopped || r->step == r->total;
+    if (r->bar_open && r->prof.on && (final || r->step >= r->prof.last)) { /* the table below */
+      fputc('\n', r->log);
+      r->bar_open = false;
+    }
+    CX_TRY(cx_train_profiler_end(&r->prof, r->train, r->step, final, r->log));
     if (*stopped || (o->checkpoint_every > 0 && r->step % o->checkpoint_every == 0))
       CX_TRY(save_checkpoint(r, res));
     if (*stopped) return CX_OK;
