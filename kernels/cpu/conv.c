@@ -145,9 +145,11 @@ static cx_status exec_run(const conv_exec *e, const cx_kernel_args *a) {
 
 /* ---- descriptors ------------------------------------------------------------------------------- */
 
-/* Data types of a primitive's src, weights and dst (or their diffs); the bias is always f32. */
+/* Data types of a primitive's src, weights and dst (or their diffs); the bias is always f32.
+ * plain: keep the program's plain layouts whatever use_blocked says. */
 typedef struct conv_types {
   dnnl_data_type_t src, wei, dst;
+  bool plain;
 } conv_types;
 
 typedef enum { CONV_WRITES_DST, CONV_WRITES_SRC, CONV_WRITES_WEI } conv_dir;
@@ -155,11 +157,16 @@ typedef enum { CONV_WRITES_DST, CONV_WRITES_SRC, CONV_WRITES_WEI } conv_dir;
 /* Under BF16 a primitive reads bf16 and writes f32 (oneDNN's mixed bf16 convolutions on
  * avx512_core_bf16): operands are rounded on the way in, results and gradients stay f32 for the
  * f32 ops around and the f32 master weights. */
-static conv_types conv_types_for(cx_precision p, conv_dir dir) {
+static conv_types conv_types_for(cx_precision p, conv_dir dir, const cx_conv_geom *g) {
   dnnl_data_type_t in = p == CX_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
+  /* oneDNN 2.6's blocked jit_bf16 backward-weights kernel is pathological on strided
+   * convolutions: 1.9 s against f32's 64 ms for ResNet-20's 3x3 stride-2 layers (batch 128,
+   * 2 threads); its bf16 GEMM path on plain layouts takes 36-47 ms. */
+  bool strided = g->sh > 1 || g->sw > 1;
   return (conv_types){.src = dir == CONV_WRITES_SRC ? dnnl_f32 : in,
                       .wei = dir == CONV_WRITES_WEI ? dnnl_f32 : in,
-                      .dst = dir == CONV_WRITES_DST ? dnnl_f32 : in};
+                      .dst = dir == CONV_WRITES_DST ? dnnl_f32 : in,
+                      .plain = in == dnnl_bf16 && dir == CONV_WRITES_WEI && strided};
 }
 
 /* The program's plain f32 layouts (u_*) and what the primitive is asked for: the same layout or
@@ -189,7 +196,7 @@ static cx_status md_init(dnnl_memory_desc_t *user, dnnl_memory_desc_t *prim, con
 }
 
 static cx_status mds_init(conv_mds *m, const cx_node *node, const cx_conv_geom *g, conv_types t) {
-  bool b = use_blocked(g);
+  bool b = use_blocked(g) && !t.plain;
   int64_t gr = g->group;
   CX_TRY(md_init(&m->u_src, &m->src, node, 4, (dnnl_dims_t){g->n, g->c_in, g->h, g->w}, dnnl_nchw, b,
                  t.src));
@@ -274,7 +281,7 @@ static cx_status conv_build_fwd(conv_state *s, const cx_kernel_args *a) {
   dnnl_primitive_desc_t pd;
   bool bias = has_bias(a);
   conv_exec *e = &s->fwd;
-  CX_TRY(mds_init(&m, a->node, &s->g, conv_types_for(a->precision, CONV_WRITES_DST)));
+  CX_TRY(mds_init(&m, a->node, &s->g, conv_types_for(a->precision, CONV_WRITES_DST, &s->g)));
   CX_TRY(fwd_desc(&cd, a->node, &m, a->training, bias));
   CX_TRY(exec_create(e, a->node, &cd, NULL, &pd));
   cx_status st = exec_arg(e, a->node, pd, DNNL_ARG_SRC, &m.u_src, false, 0);
@@ -316,7 +323,7 @@ static cx_status grad_build_data(conv_state *s, const cx_kernel_args *a,
   dnnl_convolution_desc_t cd;
   dnnl_primitive_desc_t pd;
   conv_exec *e = &s->bwd_data;
-  CX_TRY(mds_init(m, a->node, &s->g, conv_types_for(a->precision, CONV_WRITES_SRC)));
+  CX_TRY(mds_init(m, a->node, &s->g, conv_types_for(a->precision, CONV_WRITES_SRC, &s->g)));
   CX_DNNL(dnnl_dilated_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &m->src,
                                                            &m->wei, &m->dst, m->strides,
                                                            m->dilates, m->pad_l, m->pad_r),
@@ -336,7 +343,7 @@ static cx_status grad_build_weights(conv_state *s, const cx_kernel_args *a,
   dnnl_primitive_desc_t pd;
   bool db = s->want[2];
   conv_exec *e = &s->bwd_weights;
-  CX_TRY(mds_init(m, a->node, &s->g, conv_types_for(a->precision, CONV_WRITES_WEI)));
+  CX_TRY(mds_init(m, a->node, &s->g, conv_types_for(a->precision, CONV_WRITES_WEI, &s->g)));
   CX_DNNL(dnnl_dilated_convolution_backward_weights_desc_init(
               &cd, dnnl_convolution_direct, &m->src, &m->wei, db ? &m->bias : NULL, &m->dst,
               m->strides, m->dilates, m->pad_l, m->pad_r),
@@ -357,7 +364,7 @@ static cx_status grad_build(conv_state *s, const cx_kernel_args *a) {
   dnnl_primitive_desc_t hint;
   dnnl_engine_t eng = cx_dnnl_engine();
   if (!eng) return CX_ERR_BACKEND;
-  CX_TRY(mds_init(&m, a->node, &s->g, conv_types_for(a->precision, CONV_WRITES_DST)));
+  CX_TRY(mds_init(&m, a->node, &s->g, conv_types_for(a->precision, CONV_WRITES_DST, &s->g)));
   CX_TRY(fwd_desc(&cd, a->node, &m, true, s->want[2]));
   CX_DNNL(dnnl_primitive_desc_create(&hint, &cd, NULL, eng, NULL), a->node);
   cx_status st = s->want[0] ? grad_build_data(s, a, hint) : CX_OK;
