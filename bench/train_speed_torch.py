@@ -72,7 +72,8 @@ def main():
         except RuntimeError as e:  # PyTorch 1.13 has no bf16 backward for some ops (ReLU6)
             result[layout] = None
             result[layout + "_error"] = str(e).splitlines()[0]
-    result["best"] = max(v for k, v in result.items() if k in ("nchw", "channels_last") and v)
+    measured = [v for k, v in result.items() if k in ("nchw", "channels_last") and v]
+    result["best"] = max(measured) if measured else None  # None: neither layout trains here
     if a.json:
         print(json.dumps(result))
     else:

@@ -192,8 +192,8 @@ const cx_command cx_cmd_profile = {
         "                       and host tracks), for chrome://tracing or ui.perfetto.dev\n"
         "    --top N            nodes in the per-node table (default 20, 0: all)\n"
         "    --threads N        OpenMP threads (default: OMP_NUM_THREADS or all CPUs)\n"
-        "    --precision P      fp32 (default); bf16 autocast is refused until the kernels\n"
-        "                       implement it\n"
+        "    --precision P      fp32 (default) or bf16: convolutions and matmuls in bf16\n"
+        "                       (f32 accumulation); needs a CPU with AVX512-BF16\n"
         "    --json             print one JSON object (every op type and node) instead\n",
     .run = run,
 };
@@ -255,8 +255,8 @@ const cx_command cx_cmd_bench = {
         "    --steps N          timed steps (default 20)\n"
         "    --warmup N         untimed steps first (default 3)\n"
         "    --threads N        OpenMP threads (default: OMP_NUM_THREADS or all CPUs)\n"
-        "    --precision P      fp32 (default); bf16 autocast is refused until the kernels\n"
-        "                       implement it\n"
+        "    --precision P      fp32 (default) or bf16: convolutions and matmuls in bf16\n"
+        "                       (f32 accumulation); needs a CPU with AVX512-BF16\n"
         "    --json             print one JSON object\n",
     .run = run_bench,
 };

@@ -37,6 +37,7 @@ typedef struct cx_pipeline {
   char *path;
   char *out_dir;     /* [run] out_dir resolved, or NULL */
   int64_t seed;      /* [run] seed: each stage's seed unless its table sets one */
+  cx_precision precision; /* [run] precision: likewise */
   int threads;
   int keep_checkpoints;
   cx_cli_export export;

@@ -92,8 +92,7 @@ static cx_status read_run(cx_pipeline *p, const cx_toml *r) {
   p->threads = (int)v;
   CX_TRY(int_in(r, "keep_checkpoints", 2, 1, 1 << 20, &v));
   p->keep_checkpoints = (int)v;
-  CX_TRY(choice(r, "precision", (const char *const[]){"fp32", NULL},
-                "only \"fp32\" is implemented yet (\"bf16\" and \"int8\" are future work)"));
+  CX_TRY(cx_train_config_read_precision(r, CX_PRECISION_F32, &p->precision));
   return choice(r, "device", (const char *const[]){"cpu", "auto", NULL},
                 "the devices are \"cpu\" and \"auto\" (the CPU in this build)");
 }
@@ -139,6 +138,7 @@ static cx_status read_stage(cx_pipeline *p, cx_pipeline_stage *s, const cx_toml 
   CX_TRY(cx_train_config_read_data(tc, p->data));
   if (training) CX_TRY(cx_train_config_read_train(tc, training, extra));
   if (!cx_toml_get(training, "seed")) tc->opts.seed = (uint64_t)p->seed;
+  if (!cx_toml_get(training, "precision")) tc->opts.precision = p->precision;
   tc->threads = tc->opts.threads = p->threads;
   tc->opts.keep_checkpoints = p->keep_checkpoints;
   return CX_OK;
@@ -197,8 +197,8 @@ static void stage_hashes(cx_pipeline *p) {
     tc->opts.config_hash = tc->hash;
     /* What the stage's output depends on: every key, the files, the seed, the stage before. */
     char salt[8192];
-    snprintf(salt, sizeof salt, "%s|seed=%lld|%s", s->name, (long long)tc->opts.seed,
-             i == CX_STAGE_DISTILL ? prev : "");
+    snprintf(salt, sizeof salt, "%s|seed=%lld|precision=%d|%s", s->name,
+             (long long)tc->opts.seed, (int)tc->opts.precision, i == CX_STAGE_DISTILL ? prev : "");
     if (i == CX_STAGE_DISTILL)
       snprintf(salt + strlen(salt), sizeof salt - strlen(salt), "|T=%a|a=%a", p->temperature,
                p->alpha);

@@ -12,9 +12,10 @@
 typedef struct cx_stream cx_stream; /* opaque per backend; NULL on the CPU */
 
 /* The arithmetic a kernel may use. Tensors between ops stay f32 (master weights, BN statistics
- * and losses in f32 too); under BF16 the kernels that profit (convolution, matmul) may round
- * their operands to bf16 and accumulate in f32, as autocast does. */
-typedef enum cx_precision { CX_PRECISION_F32, CX_PRECISION_BF16 } cx_precision;
+ * and losses in f32 too); under BF16 (or F16) the kernels that profit (convolution, matmul) round
+ * their operands to bf16 (fp16) and accumulate in f32, as autocast does. A backend says in
+ * check_precision which of these it can do. */
+typedef enum cx_precision { CX_PRECISION_F32, CX_PRECISION_BF16, CX_PRECISION_F16 } cx_precision;
 
 typedef struct cx_kernel_args {
   const cx_node *node;
@@ -58,6 +59,9 @@ typedef struct cx_backend {
   cx_status (*copy_async)(void *dst, cx_device_kind dst_kind, const void *src,
                           cx_device_kind src_kind, size_t bytes, cx_stream *s);
   cx_status (*sync)(cx_stream *s);
+  /* CX_OK when this backend, on this machine, computes in precision p; else a message saying why
+   * and what to use instead. Programs are compiled only for precisions that pass. */
+  cx_status (*check_precision)(const struct cx_backend *b, cx_precision p);
 } cx_backend;
 
 static inline bool cx_backend_supports_op(const cx_backend *b, const cx_node *n,

@@ -419,11 +419,11 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
 cx_status cx_program_compile(const cx_graph *g, const cx_compile_opts *o, cx_program **out) {
   *out = NULL;
   if (!o->backend) return cx_fail(CX_ERR_ARG, "cx_program_compile: no backend given");
-  /* The precision reaches every kernel, but none rounds to bf16 yet: refuse rather than run f32
-   * under a bf16 label. */
+  /* A precision the backend cannot compute in is refused, never run as f32 under its label. */
+  if (o->precision != CX_PRECISION_F32 && !o->backend->check_precision)
+    return cx_fail(CX_ERR_UNSUPPORTED, "the %s backend computes only in fp32", o->backend->name);
   if (o->precision != CX_PRECISION_F32)
-    return cx_fail(CX_ERR_UNSUPPORTED, "bf16 autocast is not implemented yet in the %s backend's "
-                   "kernels; use fp32", o->backend->name);
+    CX_TRY(o->backend->check_precision(o->backend, o->precision));
   CX_TRY(cx_graph_validate(g));
   cx_program *p = calloc(1, sizeof *p);
   p->g = cx_graph_clone(g);

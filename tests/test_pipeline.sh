@@ -252,7 +252,8 @@ config_error unknown-key 's/^epochs = 1/epoch = 1/' "21:1" "did you mean 'epochs
 config_error missing-data 's/^train = "train.h5"/train = "nope.h5"/' "8:1" "nope.h5"
 config_error classes 's/resnet20:classes=10/resnet20:classes=5/' "18:8" \
   "the model has 5 classes (its logits), but"
-config_error precision 's/^threads = 1/precision = "int8"/' "5:13" 'only "fp32"'
+config_error precision 's/^threads = 1/precision = "int8"/' "5:13" 'one of "fp32", "bf16", "fp16"'
+config_error precision-fp16 's/^threads = 1/precision = "fp16"/' "5:13" 'fp16 needs a CUDA device'
 printf '\n[prune]\nsparsity = 0.5\n' >>"$work/pipe.toml"
 config_error prune 's/^#.*//' "39:1" "not implemented yet"
 if ! "$compress" pipeline --help | grep -q "distill"; then fail "help: no distill stage"; fi

@@ -1,8 +1,8 @@
 /* The trainer on real data: Fashion-MNIST (Debian's dataset-fashion-mnist) imported to HDF5, a
  * ResNet-20 trained with the recipe of examples/fashion_mnist/train.toml (2 epochs, SGD momentum,
  * cosine to zero) must reach 88% test top-1 (PyTorch with the same recipe, bench/train_torch.py:
- * see bench/README.md); plus the trainer's guards (a NaN is caught and named, a wrong input
- * shape is refused). */
+ * see bench/README.md), and the same run in bf16 must end within half a point of it; plus the
+ * trainer's guards (a NaN is caught and named, a wrong input shape is refused). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../data/data.h"
+#include "../kernels/cpu/cpu.h"
 #include "../models/zoo.h"
 #include "../train/trainer.h"
 
@@ -56,10 +57,11 @@ static cx_train_opts recipe(const char *train, const char *test) {
   return o;
 }
 
-static void test_fashion_mnist(const char *train, const char *test) {
+/* Returns the fp32 run's top-1 (-1 when it failed). */
+static double test_fashion_mnist(const char *train, const char *test) {
   cx_graph *g = NULL;
   CHECK(cx_model_build("resnet20:classes=10,input=1x28x28", &g, NULL) == CX_OK, "%s", cx_last_error());
-  if (!g) return;
+  if (!g) return -1;
   cx_train_opts o = recipe(train, test);
   cx_train_result r;
   cx_status s = cx_train(g, &o, &r);
@@ -70,6 +72,30 @@ static void test_fashion_mnist(const char *train, const char *test) {
   cx_eval_result e;
   CHECK(cx_evaluate(g, test, NULL, &o.val_aug, 100, &e) == CX_OK, "%s", cx_last_error());
   CHECK(fabs(e.top1 - r.val.top1) < 1e-9 && e.n == 10000, "re-evaluation %.2f vs %.2f", e.top1, r.val.top1);
+  cx_graph_free(g);
+  return s == CX_OK ? r.val.top1 : -1;
+}
+
+/* The same recipe and seed with bf16 autocast (docs/training.md) must land within half a point
+ * of the fp32 run: rounding changes the trajectory, not where it ends. */
+static void test_fashion_mnist_bf16(const char *train, const char *test, double fp32_top1) {
+  const cx_backend *cpu = cx_backend_cpu();
+  if (cpu->check_precision(cpu, CX_PRECISION_BF16) != CX_OK) {
+    printf("bf16 run skipped: %s\n", cx_last_error()); /* test_bf16 checks the refusal */
+    return;
+  }
+  cx_graph *g = NULL;
+  CHECK(cx_model_build("resnet20:classes=10,input=1x28x28", &g, NULL) == CX_OK, "%s", cx_last_error());
+  if (!g) return;
+  cx_train_opts o = recipe(train, test);
+  o.precision = CX_PRECISION_BF16;
+  cx_train_result r;
+  cx_status s = cx_train(g, &o, &r);
+  CHECK(s == CX_OK, "bf16 train: %s", cx_last_error());
+  printf("resnet20, bf16: top-1 %.2f%% (fp32 %.2f%%), %.0f img/s, %.1f s\n", r.val.top1,
+         fp32_top1, r.images_per_s, r.seconds);
+  CHECK(s != CX_OK || fp32_top1 < 0 || fabs(r.val.top1 - fp32_top1) <= 0.5,
+        "bf16 top-1 %.2f%% more than 0.5 points from fp32's %.2f%%", r.val.top1, fp32_top1);
   cx_graph_free(g);
 }
 
@@ -107,7 +133,8 @@ int main(void) {
   }
   test_wrong_input(train);
   test_nan_named(train);
-  test_fashion_mnist(train, test);
+  double fp32_top1 = test_fashion_mnist(train, test);
+  test_fashion_mnist_bf16(train, test, fp32_top1);
   unlink(train);
   unlink(test);
   rmdir(dir);

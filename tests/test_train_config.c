@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../kernels/cpu/cpu.h"
 #include "../train/diagnose.h"
 #include "../train/train_config.h"
 
@@ -94,9 +95,22 @@ static void test_values(void) {
   CHECK(c.n_mean == 3 && o->val_aug.mean[2] == 0.3f && o->loader.aug.std[2] == 0.25f, "mean/std");
   CHECK(o->threads == 2 && o->log_every == 50 && o->diagnostics, "run and defaults");
   CHECK(!strncmp(c.hash, "fnv1a64:", 8) && strlen(c.hash) == 24, "hash %s", c.hash);
+  CHECK(o->precision == CX_PRECISION_F32, "precision defaults to fp32");
   CHECK(o->loss_scale_mode == CX_LOSS_SCALE_NONE && o->n_checkpoint_segments == 0,
         "no loss scaling and no recompute by default");
   cx_train_config_free(&c);
+  /* bf16 where the CPU has it; elsewhere refused at the key */
+  const cx_backend *cpu = cx_backend_cpu();
+  bool have_bf16 = cpu->check_precision(cpu, CX_PRECISION_BF16) == CX_OK;
+  s = cx_train_config_load(write_config("b.toml", edit(17, "accum_steps = 2\nprecision = \"bf16\"")), &c);
+  if (have_bf16) {
+    CHECK(s == CX_OK && c.opts.precision == CX_PRECISION_BF16, "precision = \"bf16\": %s",
+          s == CX_OK ? "not read" : cx_last_error());
+    if (s == CX_OK) cx_train_config_free(&c);
+  } else {
+    CHECK(s == CX_ERR_UNSUPPORTED && strstr(cx_last_error(), ":18:13: "), "bf16 without "
+          "AVX512-BF16 not refused at the key: %s", cx_last_error());
+  }
 }
 
 /* [train] loss_scale and checkpoint_segments. */
@@ -155,6 +169,10 @@ static void test_errors(void) {
   expect_error(edit(15, "schedule = \"cosine\""), "16:14", "applies to schedule \"multistep\"");
   expect_error(edit(16, "milestones = [100, 200]\ngamma = 0"), "17:9", "out of range");
   expect_error(edit(17, "accum_steps = 3"), "17:15", "must divide [data] batch");
+  expect_error(edit(17, "accum_steps = 2\nprecision = \"bf61\""), "18:13",
+               "one of \"fp32\", \"bf16\", \"fp16\"");
+  expect_error(edit(17, "accum_steps = 2\nprecision = \"fp16\""), "18:13",
+               "fp16 needs a CUDA device");
   expect_error(edit(8, "mean = 0.5"), "8:8", "an array of numbers");
   expect_error(edit(9, "std = [0.2, 0, 0.2]"), "9:13", "above 0");
   expect_error(edit(2, "onnx = \"m.onnx\"\nspec = \"resnet20\""), "2:8", "not both");

@@ -22,7 +22,7 @@ static const char *const train_keys[] = {
     "beta1", "beta2", "eps", "always_adapt", "schedule", "warmup_steps", "warmup_start_factor",
     "min_lr", "step_size", "gamma", "milestones", "pct_start", "div_factor", "final_div_factor",
     "total_steps", "clip_norm", "accum_steps", "label_smoothing", "seed", "checkpoint_every",
-    "log_every", "diagnostics", "loss_scale", "checkpoint_segments", NULL};
+    "log_every", "diagnostics", "loss_scale", "checkpoint_segments", "precision", NULL};
 static const char *const run_keys[] = {"out_dir", "threads", "keep_checkpoints", NULL};
 
 /* Keys left out of the config hash: they change no step's numbers. */
@@ -289,6 +289,20 @@ static cx_status read_schedule(cx_train_config *c, const cx_toml *t) {
   return read_schedule_keys(t, s, kinds[k]);
 }
 
+cx_status cx_train_config_read_precision(const cx_toml *t, cx_precision fallback,
+                                         cx_precision *p) {
+  static const char *const names[] = {"fp32", "bf16", "fp16", NULL};
+  static const cx_precision of[] = {CX_PRECISION_F32, CX_PRECISION_BF16, CX_PRECISION_F16};
+  int k;
+  CX_TRY(get_choice(t, "precision", names[fallback], names, &k));
+  *p = of[k];
+  const cx_backend *b = cx_backend_cpu();
+  if (*p == CX_PRECISION_F32 || b->check_precision(b, *p) == CX_OK) return CX_OK;
+  char why[300];
+  snprintf(why, sizeof why, "%s", cx_last_error());
+  return cx_toml_fail(cx_toml_get(t, "precision"), CX_ERR_UNSUPPORTED, "%s", why);
+}
+
 /* loss_scale = "none" | "dynamic" | a number (a static scale). */
 static cx_status read_loss_scale(cx_train_config *c, const cx_toml *t) {
   const cx_toml *n = cx_toml_get(t, "loss_scale");
@@ -360,6 +374,7 @@ static cx_status read_train(cx_train_config *c, const cx_toml *t, const char *co
   o->seed = (uint64_t)seed;
   CX_TRY(get_int(t, "checkpoint_every", 0, 0, INT64_MAX, &o->checkpoint_every));
   CX_TRY(get_i32(t, "log_every", 50, 1, 1 << 30, &o->log_every));
+  CX_TRY(cx_train_config_read_precision(t, CX_PRECISION_F32, &o->precision));
   return cx_toml_bool(t, "diagnostics", true, &o->diagnostics);
 }
 

@@ -51,6 +51,10 @@ cx_status cx_train_config_read_data(cx_train_config *c, const cx_toml *data);
  * keys in extra (NULL-terminated, may be NULL) that the caller reads itself. */
 cx_status cx_train_config_read_train(cx_train_config *c, const cx_toml *train,
                                      const char *const *extra);
+/* The key "precision" of table t ("fp32", "bf16" or "fp16"; absent: fallback), refused at the key
+ * when the CPU backend cannot compute in it on this machine. */
+cx_status cx_train_config_read_precision(const cx_toml *t, cx_precision fallback,
+                                         cx_precision *p);
 /* A hash of n nodes (NULL ones skipped), each hashed as if it stood in a train config under the
  * name names[i] ("data", "train": so the keys that change no step are left out as there), and
  * of salt (may be NULL), into out (CX_TRAIN_HASH_MAX + 1 bytes). */

@@ -172,6 +172,7 @@ static cx_status open_program(run *r, const cx_graph *model) {
   else CX_TRY(cx_train_graph(model, o->label_smoothing, soft ? r->classes : 0, &g));
   cx_compile_opts co = {.batch = r->micro, .training = true, .loss = "loss",
                         .backend = cx_backend_cpu(), .seed = o->seed,
+                        .precision = o->precision,
                         .checkpoint_segments = o->checkpoint_segments,
                         .n_checkpoint_segments = o->n_checkpoint_segments};
   cx_status s = cx_program_compile(g, &co, &r->train);
@@ -526,7 +527,8 @@ static void log_step(run *r, double gnorm, float lr, cx_train_result *res) {
 static cx_status evaluate_epoch(run *r, const cx_graph *model, cx_train_result *res) {
   const cx_train_opts *o = r->o;
   if (!r->eval) {
-    cx_compile_opts co = {.batch = r->micro, .backend = cx_backend_cpu()};
+    cx_compile_opts co = {.batch = r->micro, .backend = cx_backend_cpu(),
+                          .precision = o->precision};
     CX_TRY(cx_program_compile(model, &co, &r->eval));
   }
   CX_TRY(cx_program_copy_params(r->eval, r->train));

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include "../core/backend.h"
 #include "../core/graph.h"
 
 struct cx_program;
@@ -55,6 +56,7 @@ typedef struct cx_train_opts {
   const char *const *checkpoint_segments;
   int n_checkpoint_segments;
   uint64_t seed;
+  cx_precision precision;              /* of the training and evaluation programs; default F32 */
   int threads;                         /* OpenMP threads for compute; 0: leave as set */
   int log_every;                       /* steps between logged steps; 0: 50 */
   bool quiet;                          /* no progress output (warnings still go to log) */

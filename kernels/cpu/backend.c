@@ -44,6 +44,30 @@ static cx_status cpu_sync(cx_stream *s) {
   return CX_OK;
 }
 
+/* bf16 autocast needs the AVX512-BF16 instructions: oneDNN would otherwise emulate them (or take
+ * its reference loops), slower than f32, so such a run is refused rather than silently slow.
+ * CX_CPU_NO_BF16=1 pretends they are missing, to test that refusal. */
+static bool cpu_has_bf16(void) {
+  const char *off = getenv("CX_CPU_NO_BF16");
+  if (off && strcmp(off, "0") != 0) return false;
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
+static cx_status cpu_check_precision(const cx_backend *b, cx_precision p) {
+  (void)b;
+  if (p == CX_PRECISION_F32) return CX_OK;
+  if (p == CX_PRECISION_BF16)
+    return cpu_has_bf16() ? CX_OK
+                          : cx_fail(CX_ERR_UNSUPPORTED, "bf16 on the CPU needs the AVX512-BF16 "
+                                    "instructions, which this CPU lacks; use fp32");
+  return cx_fail(CX_ERR_UNSUPPORTED, "fp16 needs a CUDA device or a CPU with AVX512-FP16, which "
+                 "the CPU backend does not use; on CPUs, bf16 is the reduced precision");
+}
+
 static const cx_backend cpu = {
     .name = "cpu",
     .device = CX_DEVICE_CPU,
@@ -53,6 +77,7 @@ static const cx_backend cpu = {
     .memset_zero = cpu_memset_zero,
     .copy_async = cpu_copy,
     .sync = cpu_sync,
+    .check_precision = cpu_check_precision,
 };
 
 const cx_backend *cx_backend_cpu(void) { return &cpu; }

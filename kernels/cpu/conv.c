@@ -13,6 +13,10 @@
  * each argument is reordered through a scratch buffer: before the primitive for inputs, after it
  * for outputs. Those buffers and oneDNN's own scratchpad are the kernel's scratch.
  *
+ * bf16 autocast (precision BF16) rides on the same reorders: the primitive reads bf16 and writes
+ * f32 (see conv_types_for), so the reorder into scratch also rounds. The hand-written depthwise
+ * path stays f32.
+ *
  * Environment knobs, for benchmarks and for testing the other paths:
  *   CX_CONV_DEPTHWISE=dnnl | c    depthwise 3x3 through oneDNN / through the portable C loops
  *   CX_CONV_LAYOUT=plain | blocked   oneDNN on plain layouts / always through blocked layouts */
@@ -141,7 +145,32 @@ static cx_status exec_run(const conv_exec *e, const cx_kernel_args *a) {
 
 /* ---- descriptors ------------------------------------------------------------------------------- */
 
-/* The program's plain layouts (u_*) and what the primitive is asked for: the same, or `any`. */
+/* Data types of a primitive's src, weights and dst (or their diffs); the bias is always f32.
+ * plain: keep the program's plain layouts whatever use_blocked says. */
+typedef struct conv_types {
+  dnnl_data_type_t src, wei, dst;
+  bool plain;
+} conv_types;
+
+typedef enum { CONV_WRITES_DST, CONV_WRITES_SRC, CONV_WRITES_WEI } conv_dir;
+
+/* Under BF16 a primitive reads bf16 and writes f32 (oneDNN's mixed bf16 convolutions on
+ * avx512_core_bf16): operands are rounded on the way in, results and gradients stay f32 for the
+ * f32 ops around and the f32 master weights. */
+static conv_types conv_types_for(cx_precision p, conv_dir dir, const cx_conv_geom *g) {
+  dnnl_data_type_t in = p == CX_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
+  /* oneDNN 2.6's blocked jit_bf16 backward-weights kernel is pathological on strided
+   * convolutions: 1.9 s against f32's 64 ms for ResNet-20's 3x3 stride-2 layers (batch 128,
+   * 2 threads); its bf16 GEMM path on plain layouts takes 36-47 ms. */
+  bool strided = g->sh > 1 || g->sw > 1;
+  return (conv_types){.src = dir == CONV_WRITES_SRC ? dnnl_f32 : in,
+                      .wei = dir == CONV_WRITES_WEI ? dnnl_f32 : in,
+                      .dst = dir == CONV_WRITES_DST ? dnnl_f32 : in,
+                      .plain = in == dnnl_bf16 && dir == CONV_WRITES_WEI && strided};
+}
+
+/* The program's plain f32 layouts (u_*) and what the primitive is asked for: the same layout or
+ * `any`, in the data types of conv_types. */
 typedef struct conv_mds {
   dnnl_memory_desc_t src, wei, dst, u_src, u_wei, u_dst, bias;
   dnnl_dims_t strides, dilates, pad_l, pad_r;
@@ -158,25 +187,28 @@ static bool use_blocked(const cx_conv_geom *g) {
 }
 
 static cx_status md_init(dnnl_memory_desc_t *user, dnnl_memory_desc_t *prim, const cx_node *node,
-                         int nd, const dnnl_dims_t dims, dnnl_format_tag_t tag, bool blocked) {
+                         int nd, const dnnl_dims_t dims, dnnl_format_tag_t tag, bool blocked,
+                         dnnl_data_type_t dt) {
   CX_DNNL(dnnl_memory_desc_init_by_tag(user, nd, dims, dnnl_f32, tag), node);
-  CX_DNNL(dnnl_memory_desc_init_by_tag(prim, nd, dims, dnnl_f32, blocked ? dnnl_format_tag_any : tag),
+  CX_DNNL(dnnl_memory_desc_init_by_tag(prim, nd, dims, dt, blocked ? dnnl_format_tag_any : tag),
           node);
   return CX_OK;
 }
 
-static cx_status mds_init(conv_mds *m, const cx_node *node, const cx_conv_geom *g) {
-  bool b = use_blocked(g);
+static cx_status mds_init(conv_mds *m, const cx_node *node, const cx_conv_geom *g, conv_types t) {
+  bool b = use_blocked(g) && !t.plain;
   int64_t gr = g->group;
-  CX_TRY(md_init(&m->u_src, &m->src, node, 4, (dnnl_dims_t){g->n, g->c_in, g->h, g->w}, dnnl_nchw, b));
+  CX_TRY(md_init(&m->u_src, &m->src, node, 4, (dnnl_dims_t){g->n, g->c_in, g->h, g->w}, dnnl_nchw, b,
+                 t.src));
   CX_TRY(md_init(&m->u_dst, &m->dst, node, 4, (dnnl_dims_t){g->n, g->c_out, g->oh, g->ow}, dnnl_nchw,
-                 b));
+                 b, t.dst));
   if (gr == 1)
     CX_TRY(md_init(&m->u_wei, &m->wei, node, 4, (dnnl_dims_t){g->c_out, g->c_in, g->kh, g->kw},
-                   dnnl_oihw, b));
+                   dnnl_oihw, b, t.wei));
   else
     CX_TRY(md_init(&m->u_wei, &m->wei, node, 5,
-                   (dnnl_dims_t){gr, g->c_out / gr, g->c_in / gr, g->kh, g->kw}, dnnl_goihw, b));
+                   (dnnl_dims_t){gr, g->c_out / gr, g->c_in / gr, g->kh, g->kw}, dnnl_goihw, b,
+                   t.wei));
   CX_DNNL(dnnl_memory_desc_init_by_tag(&m->bias, 1, (dnnl_dims_t){g->c_out}, dnnl_f32, dnnl_x), node);
   memcpy(m->strides, (dnnl_dims_t){g->sh, g->sw}, sizeof(dnnl_dims_t));
   memcpy(m->dilates, (dnnl_dims_t){g->dh - 1, g->dw - 1}, sizeof(dnnl_dims_t));
@@ -249,7 +281,7 @@ static cx_status conv_build_fwd(conv_state *s, const cx_kernel_args *a) {
   dnnl_primitive_desc_t pd;
   bool bias = has_bias(a);
   conv_exec *e = &s->fwd;
-  CX_TRY(mds_init(&m, a->node, &s->g));
+  CX_TRY(mds_init(&m, a->node, &s->g, conv_types_for(a->precision, CONV_WRITES_DST, &s->g)));
   CX_TRY(fwd_desc(&cd, a->node, &m, a->training, bias));
   CX_TRY(exec_create(e, a->node, &cd, NULL, &pd));
   cx_status st = exec_arg(e, a->node, pd, DNNL_ARG_SRC, &m.u_src, false, 0);
@@ -285,11 +317,13 @@ static cx_status conv_run(const cx_kernel_args *a) {
 
 /* ---- ConvGrad: inputs (dY, X, W), outputs (dX, dW, dB) ----------------------------------------- */
 
-static cx_status grad_build_data(conv_state *s, const cx_kernel_args *a, const conv_mds *m,
+static cx_status grad_build_data(conv_state *s, const cx_kernel_args *a,
                                  const_dnnl_primitive_desc_t hint) {
+  conv_mds mds, *m = &mds;
   dnnl_convolution_desc_t cd;
   dnnl_primitive_desc_t pd;
   conv_exec *e = &s->bwd_data;
+  CX_TRY(mds_init(m, a->node, &s->g, conv_types_for(a->precision, CONV_WRITES_SRC, &s->g)));
   CX_DNNL(dnnl_dilated_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &m->src,
                                                            &m->wei, &m->dst, m->strides,
                                                            m->dilates, m->pad_l, m->pad_r),
@@ -302,12 +336,14 @@ static cx_status grad_build_data(conv_state *s, const cx_kernel_args *a, const c
   return st;
 }
 
-static cx_status grad_build_weights(conv_state *s, const cx_kernel_args *a, const conv_mds *m,
+static cx_status grad_build_weights(conv_state *s, const cx_kernel_args *a,
                                     const_dnnl_primitive_desc_t hint) {
+  conv_mds mds, *m = &mds;
   dnnl_convolution_desc_t cd;
   dnnl_primitive_desc_t pd;
   bool db = s->want[2];
   conv_exec *e = &s->bwd_weights;
+  CX_TRY(mds_init(m, a->node, &s->g, conv_types_for(a->precision, CONV_WRITES_WEI, &s->g)));
   CX_DNNL(dnnl_dilated_convolution_backward_weights_desc_init(
               &cd, dnnl_convolution_direct, &m->src, &m->wei, db ? &m->bias : NULL, &m->dst,
               m->strides, m->dilates, m->pad_l, m->pad_r),
@@ -328,11 +364,11 @@ static cx_status grad_build(conv_state *s, const cx_kernel_args *a) {
   dnnl_primitive_desc_t hint;
   dnnl_engine_t eng = cx_dnnl_engine();
   if (!eng) return CX_ERR_BACKEND;
-  CX_TRY(mds_init(&m, a->node, &s->g));
+  CX_TRY(mds_init(&m, a->node, &s->g, conv_types_for(a->precision, CONV_WRITES_DST, &s->g)));
   CX_TRY(fwd_desc(&cd, a->node, &m, true, s->want[2]));
   CX_DNNL(dnnl_primitive_desc_create(&hint, &cd, NULL, eng, NULL), a->node);
-  cx_status st = s->want[0] ? grad_build_data(s, a, &m, hint) : CX_OK;
-  if (st == CX_OK && s->want[1]) st = grad_build_weights(s, a, &m, hint);
+  cx_status st = s->want[0] ? grad_build_data(s, a, hint) : CX_OK;
+  if (st == CX_OK && s->want[1]) st = grad_build_weights(s, a, hint);
   dnnl_primitive_desc_destroy(hint);
   return st;
 }

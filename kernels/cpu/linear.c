@@ -7,13 +7,25 @@
 /* Gemm, MatMul and MatMulT on one oneDNN matmul primitive, built at compile time. Transposed
  * operands are described by strides (no copies) and broadcast batch axes by size-1 dims, which
  * oneDNN's matmul handles itself. Gemm's alpha is an output scale; beta * C a sum post-op over Y
- * after C has been broadcast into it. The scratchpad is the program's scratch memory. */
+ * after C has been broadcast into it. The scratchpad is the program's scratch memory.
+ *
+ * bf16 autocast (precision BF16): A and B are rounded to bf16 copies in scratch (same layout) by
+ * a reorder, and the matmul reads those and writes f32 Y, accumulating in f32. */
+
+/* A matmul operand: `user` wraps the program's f32 buffer; under BF16, `low` is its bf16 copy at
+ * `offset` in scratch and `cvt` the reorder that rounds into it. */
+typedef struct mm_operand {
+  dnnl_memory_t user, low;
+  dnnl_primitive_t cvt;
+  size_t offset;
+} mm_operand;
 
 typedef struct mm_state {
   dnnl_primitive_attr_t attr;
   dnnl_primitive_desc_t pd;
   dnnl_primitive_t prim;
-  dnnl_memory_t a, b, y, scratch;
+  mm_operand a, b;
+  dnnl_memory_t y, scratch;
   bool sum_c; /* Gemm: Y starts as broadcast C, accumulated with scale beta */
 } mm_state;
 
@@ -22,6 +34,7 @@ typedef struct mm_desc {
   dnnl_dims_t a_dims, a_strides, b_dims, b_strides, y_dims;
   float alpha, beta;
   bool sum_c;
+  dnnl_data_type_t operand_type; /* of A and B inside the matmul: f32, or bf16 under autocast */
 } mm_desc;
 
 static void mm_release(void *p) {
@@ -30,10 +43,40 @@ static void mm_release(void *p) {
   if (st->prim) dnnl_primitive_destroy(st->prim);
   if (st->pd) dnnl_primitive_desc_destroy(st->pd);
   if (st->attr) dnnl_primitive_attr_destroy(st->attr);
-  dnnl_memory_t mems[] = {st->a, st->b, st->y, st->scratch};
-  for (int i = 0; i < 4; i++)
+  if (st->a.cvt) dnnl_primitive_destroy(st->a.cvt);
+  if (st->b.cvt) dnnl_primitive_destroy(st->b.cvt);
+  dnnl_memory_t mems[] = {st->a.user, st->a.low, st->b.user, st->b.low, st->y, st->scratch};
+  for (int i = 0; i < 6; i++)
     if (mems[i]) dnnl_memory_destroy(mems[i]);
   free(st);
+}
+
+static dnnl_data_type_t mm_operand_type(cx_precision p) {
+  return p == CX_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
+}
+
+static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+/* Wraps the f32 operand of dims/strides; when the matmul reads another type, adds its copy in
+ * scratch (after *scratch bytes, which grows) and the reorder that fills it. */
+static cx_status operand_init(const cx_node *n, mm_operand *o, int ndims, const dnnl_dim_t *dims,
+                              const dnnl_dim_t *strides, dnnl_data_type_t type,
+                              dnnl_memory_desc_t *inner, size_t *scratch) {
+  dnnl_engine_t eng = cx_dnnl_engine();
+  dnnl_memory_desc_t user;
+  CX_DNNL(dnnl_memory_desc_init_by_strides(&user, ndims, dims, dnnl_f32, strides), n);
+  CX_DNNL(dnnl_memory_desc_init_by_strides(inner, ndims, dims, type, strides), n);
+  CX_DNNL(dnnl_memory_create(&o->user, &user, eng, DNNL_MEMORY_NONE), n);
+  if (type == dnnl_f32) return CX_OK;
+  CX_DNNL(dnnl_memory_create(&o->low, inner, eng, DNNL_MEMORY_NONE), n);
+  o->offset = *scratch;
+  *scratch += align64(dnnl_memory_desc_get_size(inner));
+  dnnl_primitive_desc_t rpd;
+  CX_DNNL(dnnl_reorder_primitive_desc_create(&rpd, &user, eng, inner, eng, NULL), n);
+  dnnl_status_t s = dnnl_primitive_create(&o->cvt, rpd);
+  dnnl_primitive_desc_destroy(rpd);
+  CX_DNNL(s, n);
+  return CX_OK;
 }
 
 /* Logical dims [batch..., rows, cols] of an operand stored contiguously as `s` (rank >= 2),
@@ -75,20 +118,23 @@ static cx_status mm_build(const cx_node *n, const mm_desc *d, mm_state *st, size
   dnnl_engine_t eng = cx_dnnl_engine();
   if (!eng) return cx_fail(CX_ERR_BACKEND, "no oneDNN CPU engine for node '%s'", n->name);
   dnnl_memory_desc_t a, b, y;
-  CX_DNNL(dnnl_memory_desc_init_by_strides(&a, d->ndims, d->a_dims, dnnl_f32, d->a_strides), n);
-  CX_DNNL(dnnl_memory_desc_init_by_strides(&b, d->ndims, d->b_dims, dnnl_f32, d->b_strides), n);
   CX_DNNL(dnnl_memory_desc_init_by_strides(&y, d->ndims, d->y_dims, dnnl_f32, NULL), n);
   dnnl_matmul_desc_t md;
-  CX_DNNL(dnnl_matmul_desc_init(&md, &a, &b, NULL, &y), n);
   CX_TRY(mm_attr(n, d, st));
+  /* the scratchpad's size is known only after the primitive: operand copies go behind it */
+  size_t ops = 0;
+  CX_TRY(operand_init(n, &st->a, d->ndims, d->a_dims, d->a_strides, d->operand_type, &a, &ops));
+  CX_TRY(operand_init(n, &st->b, d->ndims, d->b_dims, d->b_strides, d->operand_type, &b, &ops));
+  CX_DNNL(dnnl_matmul_desc_init(&md, &a, &b, NULL, &y), n);
   CX_DNNL(dnnl_primitive_desc_create(&st->pd, &md, st->attr, eng, NULL), n);
   CX_DNNL(dnnl_primitive_create(&st->prim, st->pd), n);
-  CX_DNNL(dnnl_memory_create(&st->a, &a, eng, DNNL_MEMORY_NONE), n);
-  CX_DNNL(dnnl_memory_create(&st->b, &b, eng, DNNL_MEMORY_NONE), n);
   CX_DNNL(dnnl_memory_create(&st->y, &y, eng, DNNL_MEMORY_NONE), n);
   const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(st->pd, dnnl_query_scratchpad_md, 0);
-  *scratch = smd ? dnnl_memory_desc_get_size(smd) : 0;
-  if (*scratch) CX_DNNL(dnnl_memory_create(&st->scratch, smd, eng, DNNL_MEMORY_NONE), n);
+  size_t pad = smd ? align64(dnnl_memory_desc_get_size(smd)) : 0;
+  if (pad) CX_DNNL(dnnl_memory_create(&st->scratch, smd, eng, DNNL_MEMORY_NONE), n);
+  st->a.offset += pad;
+  st->b.offset += pad;
+  *scratch = pad + ops;
   st->sum_c = d->sum_c;
   return CX_OK;
 }
@@ -106,21 +152,34 @@ static cx_status mm_prepare_desc(const cx_node *n, const mm_desc *d, void **stat
   return CX_OK;
 }
 
+/* Points the operand at this run's data and rounds it into scratch if the matmul reads a copy;
+ * returns the memory the matmul reads, NULL after an error. */
+static dnnl_memory_t operand_bind(const mm_operand *o, const void *data, const cx_kernel_args *a,
+                                  dnnl_stream_t stream) {
+  if (dnnl_memory_set_data_handle(o->user, (void *)data) != dnnl_success) return NULL;
+  if (!o->low) return o->user;
+  dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, o->user}, {DNNL_ARG_TO, o->low}};
+  if (dnnl_memory_set_data_handle(o->low, (char *)a->scratch + o->offset) != dnnl_success ||
+      dnnl_primitive_execute(o->cvt, stream, 2, r) != dnnl_success)
+    return NULL;
+  return o->low;
+}
+
 static cx_status mm_execute(const cx_kernel_args *a, const void *pa, const void *pb, void *py) {
   const mm_state *st = a->state;
   const cx_node *n = a->node;
-  CX_DNNL(dnnl_memory_set_data_handle(st->a, (void *)pa), n);
-  CX_DNNL(dnnl_memory_set_data_handle(st->b, (void *)pb), n);
+  dnnl_stream_t stream = cx_dnnl_stream();
+  if (!stream) return cx_fail(CX_ERR_BACKEND, "no oneDNN CPU stream for node '%s'", n->name);
+  dnnl_memory_t ma = operand_bind(&st->a, pa, a, stream), mb = operand_bind(&st->b, pb, a, stream);
+  if (!ma || !mb)
+    return cx_fail(CX_ERR_BACKEND, "binding or rounding the operands failed in node '%s'", n->name);
   CX_DNNL(dnnl_memory_set_data_handle(st->y, py), n);
-  dnnl_exec_arg_t args[4] = {
-      {DNNL_ARG_SRC, st->a}, {DNNL_ARG_WEIGHTS, st->b}, {DNNL_ARG_DST, st->y}};
+  dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, st->y}};
   int nargs = 3;
   if (st->scratch) {
     CX_DNNL(dnnl_memory_set_data_handle(st->scratch, a->scratch), n);
     args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, st->scratch};
   }
-  dnnl_stream_t stream = cx_dnnl_stream();
-  if (!stream) return cx_fail(CX_ERR_BACKEND, "no oneDNN CPU stream for node '%s'", n->name);
   CX_DNNL(dnnl_primitive_execute(st->prim, stream, nargs, args), n);
   CX_DNNL(dnnl_stream_wait(stream), n);
   return CX_OK;
@@ -132,7 +191,7 @@ static cx_status matmul_prepare(const cx_kernel_args *a, void **state, size_t *s
   cx_shape s[2] = {a->in[0].shape, a->in[1].shape};
   if (s[0].ndim == 1) s[0] = cx_shape_make(2, (int64_t[]){1, s[0].d[0]});
   if (s[1].ndim == 1) s[1] = cx_shape_make(2, (int64_t[]){s[1].d[0], 1});
-  mm_desc d = {.alpha = 1};
+  mm_desc d = {.alpha = 1, .operand_type = mm_operand_type(a->precision)};
   d.ndims = s[0].ndim > s[1].ndim ? s[0].ndim : s[1].ndim;
   operand_desc(&s[0], d.ndims, cx_node_int(n, "transA", 0) != 0, d.a_dims, d.a_strides);
   operand_desc(&s[1], d.ndims, cx_node_int(n, "transB", 0) != 0, d.b_dims, d.b_strides);
@@ -152,7 +211,8 @@ static bool gemm_has_c(const cx_kernel_args *a) { return a->n_in > 2 && a->in[2]
 static cx_status gemm_prepare(const cx_kernel_args *a, void **state, size_t *scratch) {
   const cx_node *n = a->node;
   bool has_c = a->n_in > 2 && a->node->in[2] >= 0;
-  mm_desc d = {.ndims = 2, .alpha = cx_node_float(n, "alpha", 1), .beta = cx_node_float(n, "beta", 1)};
+  mm_desc d = {.ndims = 2, .alpha = cx_node_float(n, "alpha", 1), .beta = cx_node_float(n, "beta", 1),
+               .operand_type = mm_operand_type(a->precision)};
   d.sum_c = has_c && d.beta != 0;
   operand_desc(&a->in[0].shape, 2, cx_node_int(n, "transA", 0) != 0, d.a_dims, d.a_strides);
   operand_desc(&a->in[1].shape, 2, cx_node_int(n, "transB", 0) != 0, d.b_dims, d.b_strides);
