@@ -118,8 +118,9 @@ static void test_memory_keys(void) {
   static const char *const texts[] = {
       "loss_scale = \"dynamic\"\ncheckpoint_segments = \"blocks\"",
       "loss_scale = 1024\ncheckpoint_segments = [\"layer1\", \"layer2.0\"]",
-      "loss_scale = \"none\"\ncheckpoint_segments = []"};
-  for (int i = 0; i < 3; i++) {
+      "loss_scale = \"none\"\ncheckpoint_segments = []",
+      "ema_decay = 0.999\nema_warmup = true"};
+  for (int i = 0; i < 4; i++) {
     char line[200];
     snprintf(line, sizeof line, "epochs = 3\n%s", texts[i]);
     cx_train_config c;
@@ -136,7 +137,10 @@ static void test_memory_keys(void) {
             o->n_checkpoint_segments == 2 && !strcmp(o->checkpoint_segments[1], "layer2.0"),
             "static 1024, two prefixes");
     if (i == 2)
-      CHECK(o->loss_scale_mode == CX_LOSS_SCALE_NONE && o->n_checkpoint_segments == 0, "none");
+      CHECK(o->loss_scale_mode == CX_LOSS_SCALE_NONE && o->n_checkpoint_segments == 0 &&
+            !o->use_ema, "none");
+    if (i == 3)
+      CHECK(o->use_ema && o->ema.decay == 0.999f && o->ema.warmup, "ema_decay, ema_warmup");
     cx_train_config_free(&c);
   }
 }
@@ -169,6 +173,8 @@ static void test_errors(void) {
   expect_error(edit(15, "schedule = \"cosine\""), "16:14", "applies to schedule \"multistep\"");
   expect_error(edit(16, "milestones = [100, 200]\ngamma = 0"), "17:9", "out of range");
   expect_error(edit(17, "accum_steps = 3"), "17:15", "must divide [data] batch");
+  expect_error(edit(17, "accum_steps = 2\nema_decay = 1.5"), "18:13", "out of range");
+  expect_error(edit(17, "accum_steps = 2\nema_warmup = true"), "18:14", "needs ema_decay");
   expect_error(edit(17, "accum_steps = 2\nprecision = \"bf61\""), "18:13",
                "one of \"fp32\", \"bf16\", \"fp16\"");
   expect_error(edit(17, "accum_steps = 2\nprecision = \"fp16\""), "18:13",

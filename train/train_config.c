@@ -22,7 +22,8 @@ static const char *const train_keys[] = {
     "beta1", "beta2", "eps", "always_adapt", "schedule", "warmup_steps", "warmup_start_factor",
     "min_lr", "step_size", "gamma", "milestones", "pct_start", "div_factor", "final_div_factor",
     "total_steps", "clip_norm", "accum_steps", "label_smoothing", "seed", "checkpoint_every",
-    "log_every", "diagnostics", "loss_scale", "checkpoint_segments", "precision", NULL};
+    "log_every", "diagnostics", "loss_scale", "checkpoint_segments", "precision", "ema_decay",
+    "ema_warmup", NULL};
 static const char *const run_keys[] = {"out_dir", "threads", "keep_checkpoints", NULL};
 
 /* Keys left out of the config hash: they change no step's numbers. */
@@ -346,6 +347,17 @@ static cx_status read_segments(cx_train_config *c, const cx_toml *t) {
   return CX_OK;
 }
 
+/* ema_decay turns the weight average on; ema_warmup ramps its decay up (train/ema.h). */
+static cx_status read_ema(cx_train_config *c, const cx_toml *t) {
+  cx_train_opts *o = &c->opts;
+  o->use_ema = cx_toml_get(t, "ema_decay") != NULL;
+  CX_TRY(get_float(t, "ema_decay", o->ema.decay, 0, true, 1, &o->ema.decay));
+  if (!o->use_ema && cx_toml_get(t, "ema_warmup"))
+    return cx_toml_fail(cx_toml_get(t, "ema_warmup"), CX_ERR_FORMAT, "needs ema_decay (the "
+                        "average is off without it)");
+  return cx_toml_bool(t, "ema_warmup", false, &o->ema.warmup);
+}
+
 static cx_status read_train(cx_train_config *c, const cx_toml *t, const char *const *extra) {
   const char *keys[64];
   int n = 0;
@@ -367,6 +379,7 @@ static cx_status read_train(cx_train_config *c, const cx_toml *t, const char *co
                         (long long)o->batch_size);
   CX_TRY(get_float(t, "label_smoothing", 0, 0, false, 0.999, &o->label_smoothing));
   CX_TRY(read_loss_scale(c, t));
+  CX_TRY(read_ema(c, t));
   CX_TRY(read_segments(c, t));
   o->loader.aug.label_smoothing = o->label_smoothing; /* soft targets (mixup, cutmix) */
   int64_t seed;

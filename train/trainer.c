@@ -27,6 +27,7 @@ cx_train_opts cx_train_defaults(void) {
                      .seed = 1, .diagnostics = true, .keep_checkpoints = 2};
   o.schedule = cx_schedule_defaults(CX_SCHEDULE_COSINE, o.optim.lr);
   o.loss_scaler = cx_loss_scaler_defaults();
+  o.ema = cx_ema_defaults();
   for (int c = 0; c < 4; c++) o.val_aug.std[c] = 1;
   return o;
 }
@@ -72,6 +73,9 @@ typedef struct run {
   double scaler_state[3]; /* scale, good steps, skipped steps */
   cx_tensor scaler_t;
   cx_train_profiler prof;
+  cx_ema *ema; /* NULL: no average kept */
+  double ema_updates;
+  cx_tensor ema_updates_t;
 } run;
 
 /* ---- setup ---- */
@@ -121,7 +125,7 @@ static cx_status create_optimizer(run *r) {
 static cx_status list_checkpoint(run *r) {
   const cx_graph *g = cx_program_graph(r->train);
   int n_opt = cx_optimizer_state_count(r->opt);
-  size_t cap = (size_t)(r->n_params + g->n_values) + 1, cap_s = (size_t)n_opt + 2;
+  size_t cap = (size_t)(r->n_params + g->n_values) + 1, cap_s = (size_t)n_opt + 4 + cap;
   r->ck_names = calloc(cap, sizeof *r->ck_names);
   r->ck = calloc(cap, sizeof *r->ck);
   r->ck_state_names = calloc(cap_s, sizeof *r->ck_state_names);
@@ -150,6 +154,31 @@ static cx_status list_checkpoint(run *r) {
     r->ck_state[r->n_ck_state++] = &r->scaler_t;
   }
   return CX_OK;
+}
+
+/* The average starts as a copy of the initial weights; the checkpoint holds it as "ema/<name>"
+ * tensors and its update count. */
+static cx_status open_ema(run *r) {
+  if (!r->o->use_ema) return CX_OK;
+  CX_TRY(cx_ema_create(&r->o->ema, r->n_ck, r->ck, r->ck_names, &r->ema));
+  for (int i = 0; i < cx_ema_count(r->ema); i++, r->n_ck_state++) {
+    r->ck_state_names[r->n_ck_state] = cx_ema_name(r->ema, i);
+    r->ck_state[r->n_ck_state] = cx_ema_tensor(r->ema, i);
+  }
+  cx_shape one = {1, {1}};
+  r->ema_updates_t = cx_tensor_view(CX_F64, &one, &r->ema_updates);
+  r->ck_state_names[r->n_ck_state] = "trainer/ema_updates";
+  r->ck_state[r->n_ck_state++] = &r->ema_updates_t;
+  return CX_OK;
+}
+
+/* Runs f with the average in the training program's tensors (the live weights otherwise). */
+static cx_status with_ema(run *r, cx_status (*f)(run *r, void *arg), void *arg) {
+  if (!r->ema) return f(r, arg);
+  CX_TRY(cx_ema_swap(r->ema, r->ck));
+  cx_status s = f(r, arg);
+  cx_status back = cx_ema_swap(r->ema, r->ck);
+  return s != CX_OK ? s : back;
 }
 
 /* Loss scaling seeds backward with the scale: the loss's gradient input "loss@seed". */
@@ -183,7 +212,8 @@ static cx_status open_program(run *r, const cx_graph *model) {
   CX_TRY(list_params(r));
   CX_TRY(create_optimizer(r));
   CX_TRY(open_scaler(r));
-  return list_checkpoint(r);
+  CX_TRY(list_checkpoint(r));
+  return open_ema(r);
 }
 
 static void close_run(run *r) {
@@ -205,6 +235,7 @@ static void close_run(run *r) {
   free(r->ck_state_names);
   free(r->ck_state);
   cx_train_profiler_free(&r->prof);
+  cx_ema_free(r->ema);
 }
 
 /* ---- checkpoints ---- */
@@ -285,6 +316,7 @@ static cx_status save_checkpoint(run *r, cx_train_result *res) {
   r->scaler_state[0] = r->scaler.scale;
   r->scaler_state[1] = r->scaler.good_steps;
   r->scaler_state[2] = (double)r->scaler.skipped;
+  if (r->ema) r->ema_updates = (double)cx_ema_updates(r->ema);
   char path[4200];
   checkpoint_name(o->checkpoint_dir, r->step, path, sizeof path);
   CX_TRY(cx_checkpoint_save(path, &m, r->n_ck, r->ck_names, (const cx_tensor *const *)r->ck,
@@ -314,6 +346,7 @@ static cx_status restore(run *r) {
     r->scaler.good_steps = (int)r->scaler_state[1];
     r->scaler.skipped = (int64_t)r->scaler_state[2];
   }
+  if (r->ema) cx_ema_set_updates(r->ema, (int64_t)r->ema_updates);
   /* the optimizer counts the updates it made: skipped steps made none */
   cx_optimizer_set_step_count(r->opt, m.step - r->scaler.skipped);
   cx_program_set_step(r->train, m.rng_counter);
@@ -423,6 +456,7 @@ static cx_status apply_update(run *r, bool logged, double *grad_norm, float *lr,
                                 : cx_grad_global_norm(g, r->n_params);
   double t0 = now();
   CX_TRY(cx_optimizer_step(r->opt, g, *lr));
+  if (r->ema) CX_TRY(cx_ema_update(r->ema, r->ck));
   return cx_train_profiler_host(&r->prof, CX_TRAIN_PROFILE_OPTIMIZER, t0, now() - t0, r->step + 1);
 }
 
@@ -524,6 +558,13 @@ static void log_step(run *r, double gnorm, float lr, cx_train_result *res) {
 
 /* ---- epochs ---- */
 
+static cx_status copy_to_eval(run *r, void *unused) {
+  (void)unused;
+  return cx_program_copy_params(r->eval, r->train);
+}
+
+static cx_status store_model(run *r, void *model) { return cx_program_store(r->train, model); }
+
 static cx_status evaluate_epoch(run *r, const cx_graph *model, cx_train_result *res) {
   const cx_train_opts *o = r->o;
   if (!r->eval) {
@@ -531,7 +572,7 @@ static cx_status evaluate_epoch(run *r, const cx_graph *model, cx_train_result *
                           .precision = o->precision};
     CX_TRY(cx_program_compile(model, &co, &r->eval));
   }
-  CX_TRY(cx_program_copy_params(r->eval, r->train));
+  CX_TRY(with_ema(r, copy_to_eval, NULL));
   CX_TRY(cx_evaluate_program(r->eval, o->val_path, o->val_part, &o->val_aug, &res->val));
   if (!o->quiet) {
     char line[200];
@@ -607,7 +648,7 @@ static cx_status train_epochs(run *r, cx_graph *model, cx_train_result *res) {
   res->seconds = now() - r->t_start;
   res->data_wait_s = cx_loader_wait_seconds(r->loader);
   if (!res->stopped) CX_TRY(save_checkpoint(r, res));
-  return cx_program_store(r->train, model);
+  return with_ema(r, store_model, model);
 }
 
 /* ---- entry ---- */

@@ -9,6 +9,7 @@
 
 struct cx_program;
 #include "../data/data.h"
+#include "ema.h"
 #include "loss_scale.h"
 #include "optim.h"
 #include "schedule.h"
@@ -52,6 +53,11 @@ typedef struct cx_train_opts {
    * rules, skipping the optimizer update of a step whose gradients overflowed. */
   cx_loss_scale_mode loss_scale_mode;
   cx_loss_scaler loss_scaler;
+  /* An exponential moving average of the parameters and BatchNorm statistics, updated after each
+   * optimizer step (not after a skipped one). Evaluations and the trained model are then the
+   * average's, as timm's ModelEma is used; the live weights stay in the checkpoints beside it. */
+  bool use_ema;
+  cx_ema_config ema;
   /* Gradient checkpointing: node-name prefixes, or the one entry "blocks" (cx_compile_opts). */
   const char *const *checkpoint_segments;
   int n_checkpoint_segments;

@@ -1,8 +1,13 @@
-/* Loss scaling in the trainer (docs/training.md): scaling by a power of two changes no parameter;
+/* What the trainer does around the optimizer update (docs/training.md).
+ * Loss scaling: scaling by a power of two changes no parameter;
  * a forced overflow (the scale started at 2^127 on inputs with large values) skips the step,
  * leaves the parameters alone and halves the scale each time until training proceeds; a run
  * resumed from a checkpoint taken among the skipped steps ends bit for bit as an uninterrupted
- * one. A tiny synthetic data set, so the test is fast. */
+ * one.
+ * The weight average (EMA): after one step the trained model is decay * w0 + (1 - decay) * w1,
+ * w1 being what the same run without the average ends with; a resumed run ends bit for bit as an
+ * uninterrupted one (the average and its update count are in the checkpoint).
+ * A tiny synthetic data set, so the test is fast. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +201,58 @@ static void test_resume(void) {
   cx_graph_free(parts);
 }
 
+/* Largest |ema - (d * w0 + (1 - d) * w1)| over the parameters. */
+static double ema_error(const cx_graph *ema, const cx_graph *w0, const cx_graph *w1, double d) {
+  double worst = 0;
+  for (int v = 0; v < ema->n_values; v++) {
+    if (ema->values[v].kind != CX_VALUE_PARAM) continue;
+    const float *e = ema->values[v].init, *a = w0->values[v].init, *b = w1->values[v].init;
+    for (int64_t i = 0; i < cx_shape_numel(&ema->values[v].shape); i++) {
+      double err = fabs(e[i] - (d * a[i] + (1 - d) * b[i]));
+      if (!(err <= worst)) worst = err;
+    }
+  }
+  return worst;
+}
+
+static void test_ema(void) {
+  const float d = 0.75f;
+  cx_graph *init = model(), *live = model(), *avg = model();
+  cx_train_result r;
+  cx_train_opts o = opts(CX_LOSS_SCALE_NONE, 1, 0.3f, NULL);
+  o.stop_after = 1;
+  bool ok = train(live, &o, &r) == CX_OK;
+  o.use_ema = true;
+  o.ema.decay = d;
+  ok = ok && train(avg, &o, &r) == CX_OK;
+  double err = ema_error(avg, init, live, d);
+  printf("EMA after one step: largest error %g\n", err);
+  CHECK(ok && param_diff(live, init) > 1e-3, "the step changed nothing");
+  CHECK(ok && err <= 1e-6, "the trained model is not the average (error %g)", err);
+
+  cx_graph *whole = model(), *parts = model();
+  char ck[128], last[4200];
+  snprintf(ck, sizeof ck, "%s/ck_ema", dir);
+  o.stop_after = 0;
+  ok = train(whole, &o, &r) == CX_OK;
+  o.checkpoint_dir = ck;
+  o.stop_after = 3;
+  ok = ok && train(parts, &o, &r) == CX_OK;
+  snprintf(last, sizeof last, "%s", r.checkpoint);
+  o.stop_after = 0;
+  o.resume_from = last;
+  ok = ok && train(parts, &o, &r) == CX_OK;
+  CHECK(ok && r.resumed_step == 3 && param_diff(whole, parts) == 0,
+        "EMA resumed from step %lld: parameters differ by %g", (long long)r.resumed_step,
+        param_diff(whole, parts));
+  CHECK(ok && param_diff(whole, live) > 1e-3, "the average equals the one-step weights");
+  cx_graph_free(init);
+  cx_graph_free(live);
+  cx_graph_free(avg);
+  cx_graph_free(whole);
+  cx_graph_free(parts);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/cx_scale_XXXXXX");
   if (!mkdtemp(dir)) return printf("mkdtemp failed\n"), 1;
@@ -203,10 +260,11 @@ int main(void) {
   test_power_of_two();
   test_overflow_skips();
   test_resume();
+  test_ema();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) printf("could not remove %s\n", dir);
   if (fails) printf("%d check(s) failed\n", fails);
-  else printf("test_train_scale: all passed\n");
+  else printf("test_train_update: all passed\n");
   return fails ? 1 : 0;
 }
