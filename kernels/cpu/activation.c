@@ -233,16 +233,16 @@ static cx_status run_act_grad(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_activation[] = {
-    {"Relu", NULL, run_act, NULL},
-    {"LeakyRelu", NULL, run_act, NULL},
-    {"Clip", NULL, run_act, NULL},
-    {"Sigmoid", NULL, run_act, NULL},
-    {"HardSigmoid", NULL, run_act, NULL},
-    {"HardSwish", NULL, run_act, NULL},
-    {"Tanh", NULL, run_act, NULL},
-    {"Exp", NULL, run_act, NULL},
-    {"Log", NULL, run_act, NULL},
-    {"Sqrt", NULL, run_act, NULL},
-    {"ActivationGrad", NULL, run_act_grad, NULL},
-    {NULL, NULL, NULL, NULL},
+    {"Relu", NULL, run_act, NULL, 0},
+    {"LeakyRelu", NULL, run_act, NULL, 0},
+    {"Clip", NULL, run_act, NULL, 0},
+    {"Sigmoid", NULL, run_act, NULL, 0},
+    {"HardSigmoid", NULL, run_act, NULL, 0},
+    {"HardSwish", NULL, run_act, NULL, 0},
+    {"Tanh", NULL, run_act, NULL, 0},
+    {"Exp", NULL, run_act, NULL, 0},
+    {"Log", NULL, run_act, NULL, 0},
+    {"Sqrt", NULL, run_act, NULL, 0},
+    {"ActivationGrad", NULL, run_act_grad, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0},
 };

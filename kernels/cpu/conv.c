@@ -386,7 +386,7 @@ static cx_status grad_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_conv[] = {
-    {"Conv", conv_prepare, conv_run, conv_release},
-    {"ConvGrad", grad_prepare, grad_run, conv_release},
-    {NULL, NULL, NULL, NULL},
+    {"Conv", conv_prepare, conv_run, conv_release, 0},
+    {"ConvGrad", grad_prepare, grad_run, conv_release, 0},
+    {NULL, NULL, NULL, NULL, 0},
 };

@@ -85,13 +85,13 @@ static cx_status run_broadcast_to(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_eltwise[] = {
-    {"Add", NULL, run_add, NULL},
-    {"Sub", NULL, run_sub, NULL},
-    {"Mul", NULL, run_mul, NULL},
-    {"Div", NULL, run_div, NULL},
-    {"Sum", NULL, run_sum, NULL},
-    {"Neg", NULL, run_neg, NULL},
-    {"ReduceSumTo", NULL, run_reduce_sum_to, NULL},
-    {"BroadcastTo", NULL, run_broadcast_to, NULL},
-    {NULL, NULL, NULL, NULL},
+    {"Add", NULL, run_add, NULL, 0},
+    {"Sub", NULL, run_sub, NULL, 0},
+    {"Mul", NULL, run_mul, NULL, 0},
+    {"Div", NULL, run_div, NULL, 0},
+    {"Sum", NULL, run_sum, NULL, 0},
+    {"Neg", NULL, run_neg, NULL, 0},
+    {"ReduceSumTo", NULL, run_reduce_sum_to, NULL, 0},
+    {"BroadcastTo", NULL, run_broadcast_to, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0},
 };

@@ -144,8 +144,8 @@ static cx_status bn_grad_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_norm[] = {
-    {"BatchNormalization", NULL, bn_infer_run, NULL},
-    {"BatchNormTrain", NULL, bn_train_run, NULL},
-    {"BatchNormGrad", NULL, bn_grad_run, NULL},
-    {NULL, NULL, NULL, NULL},
+    {"BatchNormalization", NULL, bn_infer_run, NULL, 0},
+    {"BatchNormTrain", NULL, bn_train_run, NULL, 0},
+    {"BatchNormGrad", NULL, bn_grad_run, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0},
 };

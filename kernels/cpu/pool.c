@@ -241,11 +241,11 @@ static cx_status global_avg_pool_grad_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_pool[] = {
-    {"MaxPool", pool_prepare_x0, max_pool_run, pool_release},
-    {"MaxPoolGrad", pool_prepare_x1, max_pool_grad_run, pool_release},
-    {"AveragePool", pool_prepare_x0, avg_pool_run, pool_release},
-    {"AveragePoolGrad", pool_prepare_dx, avg_pool_grad_run, pool_release},
-    {"GlobalAveragePool", NULL, global_avg_pool_run, NULL},
-    {"GlobalAveragePoolGrad", NULL, global_avg_pool_grad_run, NULL},
-    {NULL, NULL, NULL, NULL},
+    {"MaxPool", pool_prepare_x0, max_pool_run, pool_release, 0},
+    {"MaxPoolGrad", pool_prepare_x1, max_pool_grad_run, pool_release, 0},
+    {"AveragePool", pool_prepare_x0, avg_pool_run, pool_release, 0},
+    {"AveragePoolGrad", pool_prepare_dx, avg_pool_grad_run, pool_release, 0},
+    {"GlobalAveragePool", NULL, global_avg_pool_run, NULL, 0},
+    {"GlobalAveragePoolGrad", NULL, global_avg_pool_grad_run, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0},
 };
