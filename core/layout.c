@@ -41,13 +41,22 @@ static bool may_change(const cx_graph *g, const bool *pinned, const cx_tensor *t
 /* Argument k of node n (inputs first, then outputs), or -1 when omitted. */
 static int arg_value(const cx_node *n, int k) { return k < n->n_in ? n->in[k] : n->out[k - n->n_in]; }
 
-/* Element-wise kernels are layout-agnostic only when no operand broadcasts. */
+/* A shape whose layout is moot: at most 4-D and, aligned right to 4-D, one channel or one pixel. */
+static bool layout_moot(const cx_shape *s) {
+  if (s->ndim > 4) return false;
+  int64_t d[4] = {1, 1, 1, 1};
+  for (int i = 0; i < s->ndim; i++) d[4 - s->ndim + i] = s->d[i];
+  return d[1] == 1 || d[2] * d[3] == 1;
+}
+
+/* Element-wise kernels take channels-last when every operand has the output's shape or a shape
+ * whose layout is moot (a scalar, [N,1,1,1], [N,C,1,1], [C,1,1]): they then run as row-major
+ * [N,H,W,C] problems (kernels/cpu/eltwise.c). */
 static bool eltwise_fits(const cx_node *n, const cx_tensor *t) {
   const cx_shape *out = &t[n->out[0]].shape;
   for (int k = 0; k < n->n_in + n->n_out; k++) {
     int v = arg_value(n, k);
-    if (v >= 0 && !cx_shape_equal(&t[v].shape, out) && cx_shape_numel(&t[v].shape) != 1)
-      return false;
+    if (v >= 0 && !cx_shape_equal(&t[v].shape, out) && !layout_moot(&t[v].shape)) return false;
   }
   return true;
 }

@@ -233,16 +233,16 @@ static cx_status run_act_grad(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_activation[] = {
-    {"Relu", NULL, run_act, NULL, 0},
-    {"LeakyRelu", NULL, run_act, NULL, 0},
-    {"Clip", NULL, run_act, NULL, 0},
-    {"Sigmoid", NULL, run_act, NULL, 0},
-    {"HardSigmoid", NULL, run_act, NULL, 0},
-    {"HardSwish", NULL, run_act, NULL, 0},
-    {"Tanh", NULL, run_act, NULL, 0},
-    {"Exp", NULL, run_act, NULL, 0},
-    {"Log", NULL, run_act, NULL, 0},
-    {"Sqrt", NULL, run_act, NULL, 0},
-    {"ActivationGrad", NULL, run_act_grad, NULL, 0},
+    {"Relu", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"LeakyRelu", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"Clip", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"Sigmoid", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"HardSigmoid", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"HardSwish", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"Tanh", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"Exp", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"Log", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"Sqrt", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"ActivationGrad", NULL, run_act_grad, NULL, CX_LAYOUT_ELTWISE},
     {NULL, NULL, NULL, NULL, 0},
 };

@@ -217,7 +217,40 @@ static double plane_sum(const float *x, int64_t s) {
   return t;
 }
 
+/* Channels-last: image n is S rows of C channels; its means accumulate in its output row. */
+static void global_avg_pool_nhwc(const cx_tensor *xt, float *y) {
+  int64_t n = xt->shape.d[0], c = xt->shape.d[1], s = xt->shape.d[2] * xt->shape.d[3];
+  const float *x = cx_f32(xt);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; i++) {
+    float *yr = y + i * c;
+    for (int64_t k = 0; k < c; k++) yr[k] = 0;
+    for (int64_t p = 0; p < s; p++) {
+      const float *xr = x + (i * s + p) * c;
+#pragma omp simd
+      for (int64_t k = 0; k < c; k++) yr[k] += xr[k];
+    }
+    for (int64_t k = 0; k < c; k++) yr[k] /= (float)s;
+  }
+}
+
+static void global_avg_pool_grad_nhwc(const float *dy, const cx_tensor *dxt) {
+  int64_t n = dxt->shape.d[0], c = dxt->shape.d[1], s = dxt->shape.d[2] * dxt->shape.d[3];
+  float *dx = cx_f32(dxt);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n * s; r++) {
+    const float *g = dy + r / s * c;
+    float *o = dx + r * c;
+#pragma omp simd
+    for (int64_t k = 0; k < c; k++) o[k] = g[k] / (float)s;
+  }
+}
+
 static cx_status global_avg_pool_run(const cx_kernel_args *a) {
+  if (cx_tensor_nhwc(&a->in[0])) {
+    global_avg_pool_nhwc(&a->in[0], cx_f32(&a->out[0]));
+    return CX_OK;
+  }
   const cx_shape *xs = &a->in[0].shape;
   int64_t planes = xs->d[0] * xs->d[1], s = cx_shape_numel(xs) / (planes ? planes : 1);
   const float *x = cx_f32(&a->in[0]);
@@ -228,6 +261,10 @@ static cx_status global_avg_pool_run(const cx_kernel_args *a) {
 }
 
 static cx_status global_avg_pool_grad_run(const cx_kernel_args *a) {
+  if (cx_tensor_nhwc(&a->out[0])) {
+    global_avg_pool_grad_nhwc(cx_f32(&a->in[0]), &a->out[0]);
+    return CX_OK;
+  }
   const cx_shape *xs = &a->out[0].shape;
   int64_t planes = xs->d[0] * xs->d[1], s = cx_shape_numel(xs) / (planes ? planes : 1);
   const float *dy = cx_f32(&a->in[0]);
@@ -245,7 +282,7 @@ const cx_kernel cx_cpu_pool[] = {
     {"MaxPoolGrad", pool_prepare_x1, max_pool_grad_run, pool_release, 0},
     {"AveragePool", pool_prepare_x0, avg_pool_run, pool_release, 0},
     {"AveragePoolGrad", pool_prepare_dx, avg_pool_grad_run, pool_release, 0},
-    {"GlobalAveragePool", NULL, global_avg_pool_run, NULL, 0},
-    {"GlobalAveragePoolGrad", NULL, global_avg_pool_grad_run, NULL, 0},
+    {"GlobalAveragePool", NULL, global_avg_pool_run, NULL, CX_LAYOUT_SHARED},
+    {"GlobalAveragePoolGrad", NULL, global_avg_pool_grad_run, NULL, CX_LAYOUT_SHARED},
     {NULL, NULL, NULL, NULL, 0},
 };
