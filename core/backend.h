@@ -40,9 +40,9 @@ enum {
   /* channels-last when all its 4-D arguments with more than one pixel share it (BN, pooling);
    * arguments of other ranks (per-channel vectors) are indexed by channel as usual */
   CX_LAYOUT_SHARED = 1 << 1,
-  /* element-wise: as SHARED, and only where every argument either has the output's shape or one
-   * whose layout is moot (one channel or one pixel: scalars, [N,C,1,1]); other broadcasting
-   * operands keep the node plain */
+  /* element-wise and broadcast/reduce-to: as SHARED, and only where the arguments whose layout
+   * matters have one 4-D shape and the rest a moot one (one channel or one pixel: scalars,
+   * [N,C,1,1], [W]); other broadcasting operands keep the node plain */
   CX_LAYOUT_ELTWISE = 1 << 2,
 };
 

@@ -49,14 +49,17 @@ static bool layout_moot(const cx_shape *s) {
   return d[1] == 1 || d[2] * d[3] == 1;
 }
 
-/* Element-wise kernels take channels-last when every operand has the output's shape or a shape
- * whose layout is moot (a scalar, [N,1,1,1], [N,C,1,1], [C,1,1]): they then run as row-major
- * [N,H,W,C] problems (kernels/cpu/eltwise.c). */
+/* Element-wise kernels (and ReduceSumTo / BroadcastTo) take channels-last when the operands whose
+ * layout matters all have one 4-D shape and the rest have moot layouts (a scalar, [N,1,1,1],
+ * [N,C,1,1], [C,1,1], [W]): they then run as row-major [N,H,W,C] problems
+ * (kernels/cpu/eltwise.c). */
 static bool eltwise_fits(const cx_node *n, const cx_tensor *t) {
-  const cx_shape *out = &t[n->out[0]].shape;
+  const cx_shape *big = NULL;
   for (int k = 0; k < n->n_in + n->n_out; k++) {
     int v = arg_value(n, k);
-    if (v >= 0 && !cx_shape_equal(&t[v].shape, out) && !layout_moot(&t[v].shape)) return false;
+    if (v < 0 || layout_moot(&t[v].shape)) continue;
+    if (t[v].shape.ndim != 4 || (big && !cx_shape_equal(&t[v].shape, big))) return false;
+    big = &t[v].shape;
   }
   return true;
 }

@@ -11,8 +11,8 @@
 enum { SUM_CHUNK = 4096, PAR_MIN = 1 << 15 };
 
 /* The shapes the broadcasting engine sees. A channels-last output is the row-major [N,H,W,C]
- * problem: its operands (same shape, channels-last, or of moot layout: core/layout.c) permute the
- * same way, aligned right to 4-D, without moving a byte. */
+ * problem: its operands (same shape and channels-last, or of moot layout: core/layout.c) permute
+ * the same way, aligned right to 4-D, without moving a byte. */
 typedef struct bin_shapes {
   cx_shape y, a, b;
 } bin_shapes;
@@ -21,6 +21,15 @@ static cx_shape nhwc_order(const cx_shape *s) {
   int64_t d[4] = {1, 1, 1, 1};
   for (int i = 0; i < s->ndim && s->ndim <= 4; i++) d[4 - s->ndim + i] = s->d[i];
   return cx_shape_make(4, (int64_t[]){d[0], d[2], d[3], d[1]});
+}
+
+/* ReduceSumTo and BroadcastTo: the full tensor and the keepdims shape, permuted alike when the full
+ * one is channels-last (the keepdims one then has a moot layout: core/layout.c). */
+static void reduce_shapes(const cx_tensor *full, cx_shape *fs, cx_shape *keep) {
+  *fs = full->shape;
+  if (!cx_tensor_nhwc(full)) return;
+  *fs = nhwc_order(fs);
+  *keep = nhwc_order(keep);
 }
 
 static bin_shapes shapes_of(const cx_kernel_args *a, const cx_shape *as, const cx_shape *bs) {
@@ -95,17 +104,21 @@ static cx_status run_sum(const cx_kernel_args *a) {
 
 static cx_status run_reduce_sum_to(const cx_kernel_args *a) {
   cx_shape keep;
+  cx_shape full;
   CX_TRY(cx_reduce_to_keep_shape(a->node, &a->out[0].shape, &a->in[0].shape, &keep));
-  cx_cpu_reduce_to(cx_f32(&a->out[0]), &keep, cx_f32(&a->in[0]), &a->in[0].shape,
+  reduce_shapes(&a->in[0], &full, &keep);
+  cx_cpu_reduce_to(cx_f32(&a->out[0]), &keep, cx_f32(&a->in[0]), &full,
                    cx_node_float(a->node, "scale", 1.0f));
   return CX_OK;
 }
 
 static cx_status run_broadcast_to(const cx_kernel_args *a) {
   cx_shape keep;
+  cx_shape full;
   CX_TRY(cx_reduce_to_keep_shape(a->node, &a->in[0].shape, &a->out[0].shape, &keep));
-  cx_cpu_binary(CX_BIN_COPY, cx_node_float(a->node, "scale", 1.0f), cx_f32(&a->out[0]),
-                &a->out[0].shape, cx_f32(&a->in[0]), &keep, NULL, NULL);
+  reduce_shapes(&a->out[0], &full, &keep);
+  cx_cpu_binary(CX_BIN_COPY, cx_node_float(a->node, "scale", 1.0f), cx_f32(&a->out[0]), &full,
+                cx_f32(&a->in[0]), &keep, NULL, NULL);
   return CX_OK;
 }
 
@@ -116,7 +129,7 @@ const cx_kernel cx_cpu_eltwise[] = {
     {"Div", NULL, run_div, NULL, CX_LAYOUT_ELTWISE},
     {"Sum", NULL, run_sum, NULL, CX_LAYOUT_ELTWISE},
     {"Neg", NULL, run_neg, NULL, CX_LAYOUT_ELTWISE},
-    {"ReduceSumTo", NULL, run_reduce_sum_to, NULL, 0},
-    {"BroadcastTo", NULL, run_broadcast_to, NULL, 0},
+    {"ReduceSumTo", NULL, run_reduce_sum_to, NULL, CX_LAYOUT_ELTWISE},
+    {"BroadcastTo", NULL, run_broadcast_to, NULL, CX_LAYOUT_ELTWISE},
     {NULL, NULL, NULL, NULL, 0},
 };
