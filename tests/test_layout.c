@@ -103,10 +103,11 @@ static int bn_node(cx_graph *g, const char *name, int x, int64_t c, uint64_t see
 }
 
 /* conv -> BN -> conv; training checks BatchNormTrain and BatchNormGrad, inference
- * BatchNormalization. c = 20 leaves a partial vector of channels. */
-static void bn_case(const char *label, int64_t c, bool train) {
+ * BatchNormalization. c = 20 makes 80-float tiles (norm_nhwc.c) and a partial last tile; h = 40
+ * spans several float blocks of the sums. */
+static void bn_case(const char *label, int64_t c, int64_t h, bool train) {
   cx_graph *g = cx_graph_new();
-  int x = oc_param(g, "X", &S(3, 2, 5, 6), -1, 1, 11);
+  int x = oc_param(g, "X", &S(3, 2, h, 6), -1, 1, 11);
   int a = conv(g, "c1", x, 2, c, 3, 1, 1, 12);
   int b = bn_node(g, "bn", a, c, 13);
   int y = conv(g, "c2", b, c, 3, 3, 1, 1, 14);
@@ -185,9 +186,10 @@ static void kernel_cases(void) {
   conv_case("nhwc conv 3x3 stride 2", 8, 8, 2, false);
   conv_case("nhwc depthwise 3x3", 16, 6, 1, true);
   conv_case("nhwc depthwise 3x3 stride 2", 24, 7, 2, true);
-  bn_case("nhwc bn train", 20, true);
-  bn_case("nhwc bn inference", 20, false);
-  bn_case("nhwc bn train 16", 16, true);
+  bn_case("nhwc bn train", 20, 5, true);
+  bn_case("nhwc bn inference", 20, 5, false);
+  bn_case("nhwc bn train 16", 16, 5, true);
+  bn_case("nhwc bn train, several sum blocks", 20, 40, true);
   const char *acts[] = {"Relu", "Clip", "HardSwish", "Sigmoid", NULL};
   for (int k = 0; acts[k]; k++) act_case(acts[k]);
   join_case();
