@@ -67,8 +67,17 @@ static void plane_dot(const float *dy, const float *x, int64_t s, float m, doubl
   }
 }
 
-static void plane_affine(const float *x, float *y, int64_t s, float a, float b) {
+/* restrict + simd: without them GCC's -O2 cost model keeps these loops scalar (x and y may alias). */
+static void plane_affine(const float *restrict x, float *restrict y, int64_t s, float a, float b) {
+#pragma omp simd
   for (int64_t i = 0; i < s; i++) y[i] = x[i] * a + b;
+}
+
+/* dx = k * dy - kx * x + b */
+static void plane_grad(const float *restrict dy, const float *restrict x, float *restrict dx,
+                       int64_t s, float k, float kx, float b) {
+#pragma omp simd
+  for (int64_t i = 0; i < s; i++) dx[i] = k * dy[i] - kx * x[i] + b;
 }
 
 /* ---- channels-last X (norm_nhwc.c) needs per-thread partial sums in scratch ------------------ */
@@ -170,7 +179,7 @@ static void bn_grad_channel(const cx_kernel_args *a, bn_dims d, int64_t c) {
   /* dX = k * dY - kx * X + b, with the mean terms folded into b */
   for (int64_t n = 0; n < d.n; n++) {
     int64_t o = (n * d.c + c) * d.s;
-    for (int64_t i = 0; i < d.s; i++) dx[o + i] = k * dy[o + i] - kx * x[o + i] + b;
+    plane_grad(dy + o, x + o, dx + o, d.s, k, kx, b);
   }
   cx_f32(&a->out[1])[c] = (float)(sdyx * invstd);
   cx_f32(&a->out[2])[c] = (float)sdy;
