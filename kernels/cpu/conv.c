@@ -5,17 +5,20 @@
 #include "cpu.h"
 #include "dnnl_util.h"
 
-/* Conv and ConvGrad on the CPU: oneDNN primitives built once in prepare, except depthwise 3x3 which
- * takes the hand-written path in conv_depthwise.c.
+/* Conv and ConvGrad on the CPU: oneDNN primitives built once in prepare, except depthwise 3x3 on
+ * plain tensors which takes the hand-written path in conv_depthwise.c.
  *
- * Program buffers are plain NCHW / (g)OIHW. On plain layouts oneDNN 2.6 falls back to im2col + GEMM,
- * so where its blocked layouts pay (see use_blocked) the primitive is built with format `any` and
- * each argument is reordered through a scratch buffer: before the primitive for inputs, after it
- * for outputs. Those buffers and oneDNN's own scratchpad are the kernel's scratch.
+ * Activations come plain NCHW or channels-last (the layout pass, core/layout.c), each argument on
+ * its own (CX_LAYOUT_ANY); weights are plain (g)OIHW. Channels-last activations are handed to an
+ * NHWC primitive as they are. On plain layouts oneDNN 2.6 falls back to im2col + GEMM, so where its
+ * blocked layouts pay (see choose_fmt) the primitive is built with format `any` and each argument
+ * is reordered through a scratch buffer: before the primitive for inputs, after it for outputs.
+ * Those buffers and oneDNN's own scratchpad are the kernel's scratch.
  *
  * Environment knobs, for benchmarks and for testing the other paths:
  *   CX_CONV_DEPTHWISE=dnnl | c    depthwise 3x3 through oneDNN / through the portable C loops
- *   CX_CONV_LAYOUT=plain | blocked   oneDNN on plain layouts / always through blocked layouts */
+ *   CX_CONV_LAYOUT=plain | blocked   oneDNN on the buffers' layouts / always through blocked ones
+ *   CX_CONV_NHWC=blocked          channels-last activations through blocked layouts, not NHWC */
 
 /* ---- one oneDNN primitive with its arguments --------------------------------------------------- */
 
