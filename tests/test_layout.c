@@ -186,6 +186,12 @@ static void kernel_cases(void) {
   conv_case("nhwc conv 3x3 stride 2", 8, 8, 2, false);
   conv_case("nhwc depthwise 3x3", 16, 6, 1, true);
   conv_case("nhwc depthwise 3x3 stride 2", 24, 7, 2, true);
+  conv_case("nhwc depthwise 3x3 on 2x2", 48, 2, 1, true);
+  /* our depthwise weight gradient (conv_depthwise_nhwc.c), where oneDNN's would run otherwise */
+  setenv("CX_CONV_DW_NHWC", "c", 1);
+  conv_case("nhwc depthwise 3x3, own dW", 20, 6, 1, true);
+  conv_case("nhwc depthwise 3x3 stride 2, own dW", 24, 7, 2, true);
+  unsetenv("CX_CONV_DW_NHWC");
   bn_case("nhwc bn train", 20, 5, true);
   bn_case("nhwc bn inference", 20, 5, false);
   bn_case("nhwc bn train 16", 16, 5, true);

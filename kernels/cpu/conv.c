@@ -1,3 +1,4 @@
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,10 @@
  * Environment knobs, for benchmarks and for testing the other paths:
  *   CX_CONV_DEPTHWISE=dnnl | c    depthwise 3x3 through oneDNN / through the portable C loops
  *   CX_CONV_LAYOUT=plain | blocked   oneDNN on the buffers' layouts / always through blocked ones
- *   CX_CONV_NHWC=blocked          channels-last activations through blocked layouts, not NHWC */
+ *   CX_CONV_NHWC=blocked          channels-last activations through blocked layouts, not NHWC
+ *   CX_CONV_DW_NHWC=c | dnnl      channels-last depthwise 3x3 weight gradients always / never
+ *                                 through conv_depthwise_nhwc.c (default: where oneDNN has no
+ *                                 depthwise kernel for the shape) */
 
 /* ---- one oneDNN primitive with its arguments --------------------------------------------------- */
 
@@ -241,6 +245,8 @@ typedef struct conv_state {
   conv_path path;
   bool want[3];            /* ConvGrad: dX, dW, dB */
   conv_exec fwd, bwd_data, bwd_weights;
+  bool own_wgrad;          /* channels-last depthwise dW/dB through conv_depthwise_nhwc.c */
+  int threads;             /* its scratch is sized for this many */
 } conv_state;
 
 static void conv_release(void *p) {
@@ -393,9 +399,31 @@ static cx_status grad_build_weights(conv_state *s, const cx_kernel_args *a) {
   return st;
 }
 
+/* Channels-last depthwise 3x3 whose weight gradient oneDNN runs through a generic kernel (no
+ * "dw" in its implementation name): ours is several times faster there. */
+static bool want_own_wgrad(const conv_state *s, const cx_kernel_args *a) {
+  if (!cx_conv_geom_is_dw3x3(&s->g) || !cx_tensor_nhwc(&a->in[0]) || !cx_tensor_nhwc(&a->in[1]))
+    return false;
+  const char *force = getenv("CX_CONV_DW_NHWC"), *impl = NULL;
+  if (force && strcmp(force, "c") == 0) return true;
+  if (force && strcmp(force, "dnnl") == 0) return false;
+  if (!s->bwd_weights.prim) return false;
+  const_dnnl_primitive_desc_t pd = NULL;
+  if (dnnl_primitive_get_primitive_desc(s->bwd_weights.prim, &pd) != dnnl_success ||
+      dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+    return false;
+  return !impl || !strstr(impl, "dw");
+}
+
 static cx_status grad_build(conv_state *s, const cx_kernel_args *a) {
   cx_status st = s->want[0] ? grad_build_data(s, a) : CX_OK;
   if (st == CX_OK && s->want[1]) st = grad_build_weights(s, a);
+  if (st == CX_OK && s->want[1] && want_own_wgrad(s, a)) {
+    exec_release(&s->bwd_weights);
+    s->own_wgrad = true;
+    s->threads = omp_get_max_threads();
+    s->bwd_weights.scratch = cx_conv_dw3x3_nhwc_wgrad_scratch(&s->g, s->threads);
+  }
   return st;
 }
 
@@ -433,7 +461,11 @@ static void bias_grad(const cx_conv_geom *g, const cx_tensor *dyt, float *db) {
 
 static cx_status grad_run_dnnl(const conv_state *s, const cx_kernel_args *a) {
   if (s->want[0]) CX_TRY(exec_run(&s->bwd_data, a));
-  if (s->want[1]) CX_TRY(exec_run(&s->bwd_weights, a));
+  if (s->own_wgrad)
+    cx_conv_dw3x3_nhwc_backward_weights(&s->g, cx_f32(&a->in[1]), cx_f32(&a->in[0]),
+                                        cx_f32(&a->out[1]), s->want[2] ? cx_f32(&a->out[2]) : NULL,
+                                        a->scratch, s->threads);
+  else if (s->want[1]) CX_TRY(exec_run(&s->bwd_weights, a));
   else if (s->want[2]) bias_grad(&s->g, &a->in[0], cx_f32(&a->out[2]));
   return CX_OK;
 }
