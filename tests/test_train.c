@@ -1,6 +1,8 @@
 /* The trainer on real data: Fashion-MNIST (Debian's dataset-fashion-mnist) imported to HDF5, a
- * small ResNet trained for one epoch must clear an accuracy bar on the test set; plus the
- * trainer's guards (a NaN is caught and named, a wrong input shape is refused). */
+ * ResNet-20 trained with the recipe of examples/fashion_mnist/train.toml (2 epochs, SGD momentum,
+ * cosine to zero) must reach 88% test top-1 (PyTorch with the same recipe, bench/train_torch.py:
+ * see bench/README.md); plus the trainer's guards (a NaN is caught and named, a wrong input
+ * shape is refused). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +41,7 @@ static cx_train_opts recipe(const char *train, const char *test) {
   o.train_path = train;
   o.val_path = test;
   o.batch_size = 128;
-  o.epochs = 1;
+  o.epochs = 2;
   o.optim.lr = 0.1f;
   o.optim.momentum = 0.9f;
   o.optim.weight_decay = 5e-4f;
@@ -62,8 +64,8 @@ static void test_fashion_mnist(const char *train, const char *test) {
   cx_train_result r;
   cx_status s = cx_train(g, &o, &r);
   CHECK(s == CX_OK, "train: %s", cx_last_error());
-  printf("resnet20, 1 epoch: top-1 %.2f%%, %.0f img/s, %.1f s\n", r.val.top1, r.images_per_s, r.seconds);
-  CHECK(s != CX_OK || r.val.top1 >= 85.0, "top-1 %.2f%% below 85%%", r.val.top1);
+  printf("resnet20, 2 epochs: top-1 %.2f%%, %.0f img/s, %.1f s\n", r.val.top1, r.images_per_s, r.seconds);
+  CHECK(s != CX_OK || r.val.top1 >= 88.0, "top-1 %.2f%% below 88%%", r.val.top1);
   /* the trained weights are in the graph: evaluating it again gives the same numbers */
   cx_eval_result e;
   CHECK(cx_evaluate(g, test, NULL, &o.val_aug, 100, &e) == CX_OK, "%s", cx_last_error());
