@@ -156,6 +156,23 @@ static void join_case(void) {
   cx_graph_free(g);
 }
 
+/* conv -> pooling -> conv: MaxPool (and MaxPoolGrad) or AveragePool with padding (and its
+ * gradient); 70 channels, more than one block of the max-pool gradient's channel loop. */
+static void pool_case(const char *label, const char *op, bool include_pad) {
+  cx_graph *g = cx_graph_new();
+  int x = oc_param(g, "X", &S(2, 3, 7, 6), -1, 1, 51);
+  int a = conv(g, "c1", x, 3, 70, 3, 1, 1, 52);
+  int node = cx_graph_node(g, op, "pool", &a, 1, 1);
+  cx_node_set_ints(g, node, "kernel_shape", (int64_t[]){3, 3}, 2);
+  cx_node_set_ints(g, node, "strides", (int64_t[]){2, 2}, 2);
+  cx_node_set_ints(g, node, "pads", (int64_t[]){1, 1, 1, 1}, 4);
+  if (include_pad) cx_node_set_int(g, node, "count_include_pad", 1);
+  int y = conv(g, "c2", cx_node_output(g, node, 0), 70, 3, 3, 1, 1, 53);
+  cx_graph_mark_output(g, y);
+  check_graph(label, g, (const char *[]){"c1", "pool", NULL}, true, 0);
+  cx_graph_free(g);
+}
+
 /* A row broadcast ([W]) runs channels-last, permuted; a [C,H,1] operand cannot and keeps the
  * node plain. */
 static void broadcast_cases(void) {
@@ -199,6 +216,9 @@ static void kernel_cases(void) {
   const char *acts[] = {"Relu", "Clip", "HardSwish", "Sigmoid", NULL};
   for (int k = 0; acts[k]; k++) act_case(acts[k]);
   join_case();
+  pool_case("nhwc max pool", "MaxPool", false);
+  pool_case("nhwc average pool", "AveragePool", false);
+  pool_case("nhwc average pool, pads counted", "AveragePool", true);
   broadcast_cases();
 }
 
