@@ -20,20 +20,6 @@ typedef struct model_report {
   int64_t total_params, total_macs;
 } model_report;
 
-/* Multiply-accumulates of Conv, Gemm and MatMul for batch 1; 0 for other ops. */
-static int64_t node_macs(const model_report *r, const cx_node *n) {
-  const char *op = n->op->name;
-  if (n->n_in < 2 || n->n_out < 1) return 0;
-  const cx_shape *a = &r->one[n->in[0]], *w = &r->one[n->in[1]], *y = &r->one[n->out[0]];
-  int64_t out = cx_shape_numel(y);
-  if (!strcmp(op, "Conv") && w->ndim >= 1 && w->d[0] > 0)
-    return out * (cx_shape_numel(w) / w->d[0]); /* Cin/group · kernel per output element */
-  if (!strcmp(op, "Gemm") && a->ndim == 2)
-    return out * a->d[cx_node_int(n, "transA", 0) ? 0 : 1];
-  if (!strcmp(op, "MatMul") && a->ndim >= 1) return out * a->d[a->ndim - 1];
-  return 0;
-}
-
 static int64_t node_params(const cx_graph *g, const cx_node *n) {
   int64_t count = 0;
   for (int k = 0; k < n->n_in; k++) {
@@ -60,7 +46,7 @@ static cx_status analyse(model_report *r) {
   CX_TRY(cx_graph_infer_shapes(r->g, 1, r->one, r->dtype));
   for (int i = 0; i < r->g->n_nodes; i++) {
     r->params[i] = node_params(r->g, &r->g->nodes[i]);
-    r->macs[i] = node_macs(r, &r->g->nodes[i]);
+    r->macs[i] = cx_cli_node_macs(&r->g->nodes[i], r->one);
     r->total_macs += r->macs[i];
   }
   r->total_params = cx_graph_param_count(r->g);

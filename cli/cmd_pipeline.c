@@ -1,10 +1,12 @@
 /* compress pipeline FILE.toml (or compress FILE.toml): the stages of a pipeline file in order,
  * skipping those already complete (docs/pipeline.md). */
 #include <dirent.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../import/onnx.h"
@@ -22,6 +24,7 @@ typedef struct args {
 /* What the trainer's hooks get as user: the KD hooks read the first member. */
 typedef struct runner {
   cx_pipeline_kd *kd;
+  int64_t teacher_batches, cached_batches; /* of the distillation that ran last */
   cx_cli_sinks sinks;
   cx_pipeline p;
   args a;
@@ -43,34 +46,26 @@ static void on_epoch(void *user, int64_t epoch, int64_t step, const cx_eval_resu
   cx_cli_sinks_on_epoch(&((runner *)user)->sinks, epoch, step, val);
 }
 
-/* ---- the stage manifest: <out>/stages/<stage>.done holds the hash of a complete stage,
- * <stage>.started the checkpoint hash of the run its checkpoints belong to ---- */
-
-static void manifest_path(const runner *r, const char *stage, const char *what, char *buf,
-                          size_t size) {
-  snprintf(buf, size, "%s/stages/%s.%s", r->out, stage, what);
-}
+/* ---- the stage manifest (cli/pipeline_manifest.c) ---- */
 
 static bool manifest_is(const runner *r, const char *stage, const char *what, const char *hash) {
-  char path[PATH_MAX_], line[128] = "";
-  manifest_path(r, stage, what, path, sizeof path);
-  FILE *f = fopen(path, "r");
-  if (!f) return false;
-  bool ok = fgets(line, sizeof line, f) != NULL;
-  fclose(f);
-  line[strcspn(line, "\n")] = 0;
-  return ok && !strcmp(line, hash);
+  return cx_pipeline_manifest_read(r->out, stage, what, hash, NULL);
 }
 
-static cx_status manifest_write(const runner *r, const char *stage, const char *what,
-                                const char *hash) {
+static void manifest_remove(const runner *r, const char *stage, const char *what) {
   char path[PATH_MAX_];
-  manifest_path(r, stage, what, path, sizeof path);
-  FILE *f = fopen(path, "w");
-  bool ok = f && fprintf(f, "%s\n", hash) > 0;
-  if (f && fclose(f) != 0) ok = false;
-  return ok ? CX_OK : cx_fail(CX_ERR_IO, "%s: cannot write", path);
+  cx_pipeline_manifest_path(r->out, stage, what, path, sizeof path);
+  remove(path);
 }
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* a + b, where a NAN (nothing before) counts as 0 */
+static double plus(double a, double b) { return (isfinite(a) ? a : 0) + b; }
 
 static bool exists(const char *path) { return access(path, F_OK) == 0; }
 
@@ -105,19 +100,22 @@ static cx_status load_teacher(runner *r, cx_graph **g) {
   return CX_OK;
 }
 
-static cx_status train_stage(runner *r, int id, cx_graph *g, cx_train_result *res) {
+/* Trains stage id's model g; *before: the time its earlier, interrupted runs took (resuming). */
+static cx_status train_stage(runner *r, int id, cx_graph *g, cx_train_result *res,
+                             cx_stage_result *before) {
   cx_pipeline_stage *s = &r->p.stages[id];
   cx_train_opts *o = &s->tc.opts;
   char ckdir[PATH_MAX_], resume[PATH_MAX_] = "", cache[PATH_MAX_];
   snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s", r->out, s->name);
   CX_TRY(cx_cli_make_dirs(ckdir));
-  if (manifest_is(r, s->name, "started", s->tc.hash) &&
+  if (cx_pipeline_manifest_read(r->out, s->name, "started", s->tc.hash, before) &&
       cx_checkpoint_find_last(ckdir, resume, sizeof resume) == CX_OK)
     printf("%s: resuming from %s\n", s->name, resume);
   else {
     resume[0] = 0;
+    *before = cx_stage_result_empty();
     clear_checkpoints(ckdir);
-    CX_TRY(manifest_write(r, s->name, "started", s->tc.hash));
+    CX_TRY(cx_pipeline_manifest_write(r->out, s->name, "started", s->tc.hash, NULL));
   }
   o->checkpoint_dir = ckdir;
   o->resume_from = *resume ? resume : NULL;
@@ -134,12 +132,10 @@ static cx_status train_stage(runner *r, int id, cx_graph *g, cx_train_result *re
     snprintf(cache, sizeof cache, "%s/teacher_cache", r->out);
     st = load_teacher(r, &teacher);
     if (st == CX_OK)
-      /* A resumed run would need its epoch for the cache keys (cx_kd_opts.start_epoch): it
-       * runs the teacher on every batch instead, never reading another epoch's outputs. */
-      st = cx_pipeline_kd_begin(teacher, r->p.temperature, r->p.alpha, *resume ? NULL : cache,
-                                o, &r->kd);
+      st = cx_pipeline_kd_begin(teacher, r->p.temperature, r->p.alpha, cache, o, &r->kd);
   }
   if (st == CX_OK) st = cx_train(g, o, res);
+  if (r->kd) cx_pipeline_kd_counts(r->kd, &r->teacher_batches, &r->cached_batches);
   cx_status k = cx_pipeline_kd_end(r->kd);
   r->kd = NULL;
   cx_graph_free(teacher);
@@ -147,37 +143,85 @@ static cx_status train_stage(runner *r, int id, cx_graph *g, cx_train_result *re
 }
 
 static void print_result(const cx_pipeline_stage *s, const cx_train_result *res,
-                         const char *path) {
+                         const cx_stage_result *out, const char *path) {
   printf("%s: ", s->name);
   if (res->steps)
     printf("%lld steps in %.1f s (%.0f img/s), ", (long long)res->steps, res->seconds,
            res->images_per_s);
-  if (res->val.n) printf("validation top-1 %.2f%%, ", res->val.top1);
+  if (out->val.n) printf("validation top-1 %.2f%%, ", out->val.top1);
   printf("wrote %s\n", path);
+  if (out->teacher_batches || out->cached_batches)
+    printf("%s: teacher outputs of %lld batches computed, %lld read from the cache\n", s->name,
+           (long long)out->teacher_batches, (long long)out->cached_batches);
+}
+
+/* The stage's results for the manifest: the training time of this run added to that of
+ * earlier ones, and the model's accuracy (the trainer's last evaluation, or one made now). */
+static cx_status stage_result(const runner *r, const cx_pipeline_stage *s, const cx_graph *g,
+                              const cx_train_result *res, const cx_stage_result *before,
+                              cx_stage_result *out) {
+  const cx_train_opts *o = &s->tc.opts;
+  *out = cx_stage_result_empty();
+  out->teacher_batches = before->teacher_batches + r->teacher_batches;
+  out->cached_batches = before->cached_batches + r->cached_batches;
+  if (s->trains) {
+    out->train_seconds = plus(before->train_seconds, res->seconds);
+    out->images_per_s = res->images_per_s;
+    out->steps = res->steps;
+  }
+  out->val = res->val;
+  if (!out->val.n && o->val_path)
+    CX_TRY(cx_evaluate(g, o->val_path, o->val_part, &o->val_aug, o->batch_size, &out->val));
+  return CX_OK;
+}
+
+/* A stopped stage keeps its time so far in its .started file, for the report. */
+static cx_status stopped(runner *r, const cx_pipeline_stage *s, const cx_train_result *res,
+                         const cx_stage_result *before, double seconds) {
+  cx_stage_result so_far = cx_stage_result_empty();
+  so_far.seconds = plus(before->seconds, seconds);
+  so_far.train_seconds = plus(before->train_seconds, res->seconds);
+  so_far.teacher_batches = before->teacher_batches + r->teacher_batches;
+  so_far.cached_batches = before->cached_batches + r->cached_batches;
+  CX_TRY(cx_pipeline_manifest_write(r->out, s->name, "started", s->tc.hash, &so_far));
+  return cx_fail(CX_ERR_ARG, "%s: interrupted at step %lld; run the same command again to "
+                 "continue from the checkpoint", s->name, (long long)res->steps);
+}
+
+static cx_status finish(runner *r, const cx_pipeline_stage *s, cx_graph *g, char *old,
+                        const cx_stage_result *result, const cx_train_result *res) {
+  char path[PATH_MAX_];
+  snprintf(path, sizeof path, "%s/%s", r->out, s->output);
+  cx_cli_train_restore_input(g, old);
+  CX_TRY(cx_cli_export_trained(&s->tc, g, path, &r->p.export));
+  CX_TRY(cx_pipeline_manifest_write(r->out, s->name, "done", s->hash, result));
+  print_result(s, res, result, path);
+  /* complete: a forced rerun starts afresh rather than resuming from the last step */
+  manifest_remove(r, s->name, "started");
+  return CX_OK;
 }
 
 static cx_status run_stage(runner *r, int id) {
   cx_pipeline_stage *s = &r->p.stages[id];
-  char path[PATH_MAX_], *old = NULL;
-  remove((manifest_path(r, s->name, "done", path, sizeof path), path));
+  char *old = NULL;
+  double t0 = now();
+  r->teacher_batches = r->cached_batches = 0; /* set by a distillation */
+  manifest_remove(r, s->name, "done");
   printf("%s: %s\n", s->name, s->trains ? "training" : "exporting");
   fflush(stdout);
   cx_graph *g = NULL;
   cx_train_result res = {0};
+  cx_stage_result before = cx_stage_result_empty(), result;
   cx_status st = cx_cli_train_load_model(&s->tc, &g, &old);
-  if (st == CX_OK && s->trains) st = train_stage(r, id, g, &res);
-  snprintf(path, sizeof path, "%s/%s", r->out, s->output);
-  if (st == CX_OK && res.stopped) {
-    st = cx_fail(CX_ERR_ARG, "%s: interrupted at step %lld; run the same command again to "
-                 "continue from the checkpoint", s->name, (long long)res.steps);
-  } else if (st == CX_OK) {
-    cx_cli_train_restore_input(g, old);
-    old = NULL;
-    st = cx_cli_export_trained(&s->tc, g, path, &r->p.export);
-    if (st == CX_OK) st = manifest_write(r, s->name, "done", s->hash);
-    if (st == CX_OK) print_result(s, &res, path);
-    /* complete: a forced rerun starts afresh rather than resuming from the last step */
-    if (st == CX_OK) remove((manifest_path(r, s->name, "started", path, sizeof path), path));
+  if (st == CX_OK && s->trains) st = train_stage(r, id, g, &res, &before);
+  if (st == CX_OK && res.stopped) st = stopped(r, s, &res, &before, now() - t0);
+  else if (st == CX_OK) {
+    st = stage_result(r, s, g, &res, &before, &result);
+    result.seconds = plus(before.seconds, now() - t0);
+    if (st == CX_OK) {
+      st = finish(r, s, g, old, &result, &res);
+      old = NULL;
+    }
   }
   free(old);
   cx_graph_free(g);
@@ -236,6 +280,17 @@ static cx_status prepare(runner *r) {
   return cx_cli_sinks_open(r->out, true, &r->sinks);
 }
 
+/* The report of every complete stage, after the stages that ran (or none, all complete). */
+static cx_status report(runner *r) {
+  printf("report: measuring the models\n");
+  fflush(stdout);
+  int models = 0;
+  CX_TRY(cx_pipeline_report(&r->p, r->out, &models));
+  if (models)
+    printf("report: %s/report.html (also report.md, report.json)\n", r->out);
+  return CX_OK;
+}
+
 /* ---- the command ---- */
 
 static int parse(int argc, char **argv, args *a) {
@@ -279,6 +334,7 @@ static int run(int argc, char **argv) {
     cx_status m = cx_cli_sinks_close(&r->sinks);
     if (s == CX_OK) s = m;
   }
+  if (s == CX_OK) s = report(r);
   rc = s != CX_OK ? cx_cli_fail(&cx_cmd_pipeline) : 0;
   if (rc && interrupted) rc = 130;
   else if (!rc) printf("outputs in %s\n", r->out);
@@ -301,8 +357,10 @@ const cx_command cx_cmd_pipeline = {
         "    distill   [distill]: the student distilled from the teacher; writes\n"
         "              student.onnx\n"
         "into the output folder ([run] out_dir, or --out), with checkpoints/<stage>/,\n"
-        "metrics.jsonl (names prefixed with the stage), tensorboard/ and stages/ (the\n"
-        "manifest). The file, the data and every model are checked before training starts.\n"
+        "metrics.jsonl (each line with its \"stage\"), tensorboard/ and stages/ (the\n"
+        "manifest), and then report.md, report.html and report.json: every complete stage's\n"
+        "model side by side (accuracy, size, MACs, latency, training time, curves).\n"
+        "The file, the data and every model are checked before training starts.\n"
         "A stage that is complete (its output there, its inputs and settings unchanged) is\n"
         "skipped; an interrupted one continues from its last checkpoint.\n\n"
         "    --out DIR       the output folder (instead of [run] out_dir)\n"

@@ -22,8 +22,9 @@ enum { PATH_MAX_ = CX_CLI_PATH_MAX };
 
 typedef struct train_args {
   const char *config, *out;
-  bool resume, json;
+  bool resume, json, profile;
   int64_t stop_after;
+  int64_t profile_after, profile_steps; /* -1 until given; --profile: 10 and 20 */
 } train_args;
 
 static volatile sig_atomic_t interrupted;
@@ -92,6 +93,9 @@ static void print_json(const train_args *a, const cx_train_config *c, const char
          r->final_loss, r->warnings);
   if (*r->checkpoint) cx_json_string(stdout, r->checkpoint);
   else printf("null");
+  if (r->loss_scale > 0)
+    printf(",\"loss_scale\":%.17g,\"skipped_steps\":%lld", r->loss_scale,
+           (long long)r->skipped_steps);
   if (r->val.n)
     printf(",\"val\":{\"images\":%lld,\"top1\":%.17g,\"top5\":%.17g,\"loss\":%.17g}}\n",
            (long long)r->val.n, r->val.top1, r->val.top5, r->val.loss);
@@ -105,6 +109,9 @@ static void print_text(const char *model, const cx_train_result *r) {
   if (r->val.n)
     printf("validation: top-1 %.2f%%  top-5 %.2f%%  loss %.4f (%lld images)\n", r->val.top1,
            r->val.top5, r->val.loss, (long long)r->val.n);
+  if (r->loss_scale > 0)
+    printf("loss scale %g at the end; %lld step(s) skipped for overflow\n", r->loss_scale,
+           (long long)r->skipped_steps);
   if (*r->checkpoint) printf("checkpoint: %s\n", r->checkpoint);
   if (*model) printf("wrote %s\n", model);
   else if (r->stopped) printf("stopped before the end: continue with --resume\n");
@@ -112,23 +119,39 @@ static void print_text(const char *model, const cx_train_result *r) {
 
 /* ---- the command ---- */
 
+/* A number of steps, at least min. */
+static int parse_steps(const char *k, const char *v, int64_t min, int64_t *out) {
+  char *end, msg[300];
+  long long n = strtoll(v, &end, 10);
+  if (*v && !*end && n >= min) return *out = n, 0;
+  snprintf(msg, sizeof msg, "%s '%.200s': a number of steps%s", k, v, min ? " above 0" : "");
+  return cx_cli_usage_error(&cx_cmd_train, "%s", msg);
+}
+
 static int parse(int argc, char **argv, train_args *a) {
   for (int i = 0; i < argc; i++) {
     const char *k = argv[i];
     if (!strcmp(k, "--json")) a->json = true;
     else if (!strcmp(k, "--resume")) a->resume = true;
-    else if (!strcmp(k, "--out") || !strcmp(k, "--stop-after")) {
+    else if (!strcmp(k, "--profile")) a->profile = true;
+    else if (!strcmp(k, "--out") || !strcmp(k, "--stop-after") ||
+             !strcmp(k, "--profile-steps") || !strcmp(k, "--profile-after")) {
       if (i + 1 >= argc) return cx_cli_usage_error(&cx_cmd_train, "option '%s' needs a value", k);
       const char *v = argv[++i];
-      char *end;
-      if (k[2] == 'o') a->out = v;
-      else if ((a->stop_after = strtoll(v, &end, 10)) < 1 || *end)
-        return cx_cli_usage_error(&cx_cmd_train, "--stop-after '%s': a step number above 0", v);
+      int rc = 0;
+      if (!strcmp(k, "--out")) a->out = v;
+      else if (!strcmp(k, "--stop-after")) rc = parse_steps(k, v, 1, &a->stop_after);
+      else if (!strcmp(k, "--profile-steps")) rc = parse_steps(k, v, 1, &a->profile_steps);
+      else rc = parse_steps(k, v, 0, &a->profile_after);
+      a->profile |= !strncmp(k, "--profile", 9);
+      if (rc) return rc;
     } else if (k[0] == '-') return cx_cli_usage_error(&cx_cmd_train, "unknown option '%s'", k);
     else if (!a->config) a->config = k;
     else return cx_cli_usage_error(&cx_cmd_train, "unexpected argument '%s'", k);
   }
   if (!a->config) return cx_cli_usage_error(&cx_cmd_train, "%s", "no config given (CONFIG.toml)");
+  if (a->profile_after < 0) a->profile_after = 10;
+  if (a->profile_steps < 0) a->profile_steps = a->profile ? 20 : 0;
   return 0;
 }
 
@@ -170,6 +193,16 @@ static cx_status train(job *j) {
   o->on_step = cx_cli_sinks_on_step;
   o->on_epoch = cx_cli_sinks_on_epoch;
   o->user = &j->k;
+  char trace[PATH_MAX_], json[PATH_MAX_];
+  if (j->a.profile_steps > 0) {
+    snprintf(trace, sizeof trace, "%s/profile_trace.json", j->out);
+    snprintf(json, sizeof json, "%s/profile.json", j->out);
+    o->profile_after = j->a.profile_after;
+    o->profile_steps = j->a.profile_steps;
+    o->profile_trace = trace;
+    o->profile_json = json;
+    o->profile_top = 20;
+  }
   if (o->resume_from) fprintf(o->log, "resuming from %s\n", o->resume_from);
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
@@ -189,6 +222,7 @@ static cx_status train(job *j) {
 static int run(int argc, char **argv) {
   job *j = calloc(1, sizeof *j);
   if (!j) return fprintf(stderr, "compress train: out of memory\n"), 1;
+  j->a.profile_after = j->a.profile_steps = -1;
   int rc = parse(argc, argv, &j->a);
   if (rc) return free(j), rc;
   cx_status s = prepare(j);
@@ -213,7 +247,8 @@ const cx_command cx_cmd_train = {
     .name = "train",
     .summary = "Train a model from a TOML config (model, data, optimizer, schedule)",
     .usage =
-        "usage: compress train CONFIG.toml [--out DIR] [--resume] [--json]\n\n"
+        "usage: compress train CONFIG.toml [--out DIR] [--resume] [--json]\n"
+        "                     [--profile] [--profile-steps N] [--profile-after N]\n\n"
         "Trains the model that CONFIG.toml names on its data set (docs/training.md lists\n"
         "every key) and writes into the output folder ([run] out_dir, or --out):\n"
         "    model.onnx      the trained model (opset 13) with its input preprocessing\n"
@@ -230,6 +265,13 @@ const cx_command cx_cmd_train = {
         "                 losses are the same, bit for bit, as those of a run that never\n"
         "                 stopped. A checkpoint of another config is refused\n"
         "    --json       progress on stderr, and one JSON object with the results on\n"
-        "                 stdout\n",
+        "                 stdout\n"
+        "    --profile    time every op of a window of training steps (after 10 steps,\n"
+        "                 20 steps): print the per-op table (forward, backward, data and\n"
+        "                 optimizer time, share of the step) when the window ends, and\n"
+        "                 write DIR/profile.json and DIR/profile_trace.json, a Chrome\n"
+        "                 trace for ui.perfetto.dev (docs/profiling.md)\n"
+        "    --profile-steps N, --profile-after N\n"
+        "                 the window's length and the steps before it (imply --profile)\n",
     .run = run,
 };

@@ -20,6 +20,8 @@ static void print_help(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+  /* progress of long runs must reach a log file or pipe as it happens, not when the buffer fills */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
     print_help(stderr);
     return 2;

@@ -17,9 +17,9 @@ static const char *const distill_keys[] = {"temperature", "alpha", NULL};
 static const char *const export_keys[] = {"opset", "fold_bn", NULL};
 
 static const cx_pipeline_stage stage_names[CX_STAGE_COUNT] = {
-    {.name = "teacher", .output = "teacher.onnx"},
-    {.name = "scratch", .output = "student_scratch.onnx"},
-    {.name = "distill", .output = "student.onnx"},
+    {.name = "teacher", .output = "teacher.onnx", .model = "teacher"},
+    {.name = "scratch", .output = "student_scratch.onnx", .model = "student (scratch)"},
+    {.name = "distill", .output = "student.onnx", .model = "student (distilled)"},
 };
 
 int cx_pipeline_stage_find(const char *name) {

@@ -51,6 +51,13 @@ cx_status cx_pipeline_kd_begin(const cx_graph *teacher, double temperature, doub
   return CX_OK;
 }
 
+void cx_pipeline_kd_counts(const cx_pipeline_kd *k, int64_t *teacher_batches,
+                           int64_t *cached_batches) {
+  cx_kd_stats st = cx_kd_get_stats(k->kd);
+  *teacher_batches = st.teacher_batches;
+  *cached_batches = st.cached_batches;
+}
+
 cx_status cx_pipeline_kd_end(cx_pipeline_kd *k) {
   if (!k) return CX_OK;
   cx_status s = cx_kd_close(k->kd);
@@ -67,6 +74,12 @@ cx_status cx_pipeline_kd_begin(const cx_graph *teacher, double temperature, doub
   (void)teacher, (void)temperature, (void)alpha, (void)cache_dir, (void)o;
   *out = NULL;
   return cx_fail(CX_ERR_UNSUPPORTED, "knowledge distillation is not available in this build");
+}
+
+void cx_pipeline_kd_counts(const cx_pipeline_kd *k, int64_t *teacher_batches,
+                           int64_t *cached_batches) {
+  (void)k;
+  *teacher_batches = *cached_batches = 0;
 }
 
 cx_status cx_pipeline_kd_end(cx_pipeline_kd *k) {

@@ -13,7 +13,8 @@
 #include "../train/metrics.h"
 
 cx_report_model cx_report_model_empty(const char *name) {
-  return (cx_report_model){.name = name, .top1 = NAN, .top5 = NAN, .params = -1, .macs = -1,
+  return (cx_report_model){.name = name, .top1 = NAN, .top5 = NAN, .val_loss = NAN,
+                           .params = -1, .macs = -1,
                            .onnx_bytes = -1, .cpu_ms = {NAN, NAN}, .ort_ms = {NAN, NAN},
                            .train_seconds = NAN, .train_images_per_s = NAN};
 }
@@ -61,6 +62,12 @@ static cell fmt_time(double s) {
   return c;
 }
 
+static cell fmt_loss(double v) {
+  cell c = {"–"};
+  if (isfinite(v)) snprintf(c.s, sizeof c.s, "%.4f", v);
+  return c;
+}
+
 static cell fmt_rate(double v) {
   cell c = {"–"};
   if (isfinite(v)) snprintf(c.s, sizeof c.s, "%.0f", v);
@@ -75,23 +82,24 @@ static cell threads_text(const cx_report *r) {
 }
 
 /* The columns of the model table, shared by Markdown and HTML. */
-enum { COLUMNS = 11 };
+enum { COLUMNS = 12 };
 static const char *const headers[COLUMNS] = {
-    "model", "top-1", "top-5", "params", "MACs", "ONNX size", "CPU b1", "CPU b32", "ORT b1",
-    "ORT b32", "training"};
+    "model", "top-1", "top-5", "val loss", "params", "MACs", "ONNX size", "CPU b1", "CPU b32",
+    "ORT b1", "ORT b32", "training"};
 
 static void model_cells(const cx_report_model *m, cell out[COLUMNS]) {
   snprintf(out[0].s, sizeof out[0].s, "%s", m->name ? m->name : "?");
   out[1] = fmt_pct(m->top1);
   out[2] = fmt_pct(m->top5);
-  out[3] = fmt_count(m->params);
-  out[4] = fmt_count(m->macs);
-  out[5] = fmt_bytes(m->onnx_bytes);
-  out[6] = fmt_ms(m->cpu_ms[0]);
-  out[7] = fmt_ms(m->cpu_ms[1]);
-  out[8] = fmt_ms(m->ort_ms[0]);
-  out[9] = fmt_ms(m->ort_ms[1]);
-  out[10] = fmt_time(m->train_seconds);
+  out[3] = fmt_loss(m->val_loss);
+  out[4] = fmt_count(m->params);
+  out[5] = fmt_count(m->macs);
+  out[6] = fmt_bytes(m->onnx_bytes);
+  out[7] = fmt_ms(m->cpu_ms[0]);
+  out[8] = fmt_ms(m->cpu_ms[1]);
+  out[9] = fmt_ms(m->ort_ms[0]);
+  out[10] = fmt_ms(m->ort_ms[1]);
+  out[11] = fmt_time(m->train_seconds);
 }
 
 static void preprocess_text(FILE *f, const cx_report_preprocess *p, bool html) {
@@ -130,7 +138,11 @@ cx_status cx_report_markdown(const cx_report *r, FILE *f) {
   fprintf(f, "\nLatency: median milliseconds per batch over %d runs (batch 1 and 32) with %s; "
           "CPU is compress's own runtime, ORT is ONNX Runtime %s.\n", r->latency_runs,
           threads_text(r).s, r->ort_version ? r->ort_version : "(not installed: not measured)");
-  if (r->n_stages) fprintf(f, "\n## Stages\n\n| stage | time | training img/s |\n|---|---:|---:|\n");
+  if (r->val_data)
+    fprintf(f, "Accuracy and loss: on %s%s%s.\n", r->val_data, r->val_part && *r->val_part ?
+            ", part " : "", r->val_part ? r->val_part : "");
+  if (r->n_stages)
+    fprintf(f, "\n## Stages\n\n| stage | time | training img/s |\n|---|---:|---:|\n");
   for (int s = 0; s < r->n_stages; s++) {
     const cx_report_stage *st = &r->stages[s];
     fprintf(f, "| %s | %s | %s |\n", st->name, isfinite(st->seconds) ? fmt_time(st->seconds).s
@@ -170,6 +182,11 @@ static void html_models(const cx_report *r, FILE *f) {
   fprintf(f, "</table>\n<p>Latency: median milliseconds per batch over %d runs with %s; CPU is "
           "compress&#39;s own runtime, ORT is ONNX Runtime ", r->latency_runs, threads_text(r).s);
   cx_xml_text(f, r->ort_version ? r->ort_version : "(not installed: not measured)");
+  fprintf(f, ".</p>\n");
+  if (!r->val_data) return;
+  fprintf(f, "<p>Accuracy and loss: on ");
+  cx_xml_text(f, r->val_data);
+  if (r->val_part && *r->val_part) fprintf(f, ", part "), cx_xml_text(f, r->val_part);
   fprintf(f, ".</p>\n");
 }
 
@@ -278,11 +295,11 @@ static void json_model(FILE *f, const cx_report_model *m) {
   fprintf(f, ",\"onnx\":");
   if (m->onnx_path) json_str(f, m->onnx_path);
   else fputs("null", f);
-  const char *keys[] = {"top1", "top5", "cpu_ms_batch1", "cpu_ms_batch32", "ort_ms_batch1",
-                        "ort_ms_batch32", "train_seconds", "train_images_per_s"};
-  const double vals[] = {m->top1, m->top5, m->cpu_ms[0], m->cpu_ms[1], m->ort_ms[0],
-                         m->ort_ms[1], m->train_seconds, m->train_images_per_s};
-  for (int i = 0; i < 8; i++) {
+  const char *keys[] = {"top1", "top5", "val_loss", "cpu_ms_batch1", "cpu_ms_batch32",
+                        "ort_ms_batch1", "ort_ms_batch32", "train_seconds", "train_images_per_s"};
+  const double vals[] = {m->top1, m->top5, m->val_loss, m->cpu_ms[0], m->cpu_ms[1],
+                         m->ort_ms[0], m->ort_ms[1], m->train_seconds, m->train_images_per_s};
+  for (int i = 0; i < 9; i++) {
     fprintf(f, ",\"%s\":", keys[i]);
     json_num(f, vals[i]);
   }
@@ -346,6 +363,12 @@ cx_status cx_report_json(const cx_report *r, FILE *f) {
   json_str(f, r->title ? r->title : "compress report");
   fprintf(f, ",\n\"preprocessing\":");
   json_preprocess(f, &r->pre);
+  fprintf(f, ",\n\"validation\":{\"data\":");
+  if (r->val_data) json_str(f, r->val_data);
+  else fputs("null", f);
+  fprintf(f, ",\"part\":");
+  json_str(f, r->val_part ? r->val_part : "");
+  fputc('}', f);
   fprintf(f, ",\n\"latency_runs\":%d,\"latency_threads\":%d,\"onnxruntime\":", r->latency_runs,
           r->latency_threads);
   if (r->ort_version) json_str(f, r->ort_version);

@@ -24,6 +24,7 @@ typedef struct cx_report_model {
   const char *arch;        /* "resnet20", "mobilenet_v2:width=0.5", an ONNX path; may be NULL */
   const char *onnx_path;   /* the exported model, NULL if none */
   double top1, top5;       /* percent on the validation set; NAN: not measured */
+  double val_loss;         /* mean cross-entropy on the validation set; NAN: not measured */
   int64_t params, macs;    /* MACs per image; -1: unknown */
   int64_t onnx_bytes;      /* -1: no file */
   double cpu_ms[2];        /* median ms per batch of 1 and 32 on our CPU runtime; NAN: none */
@@ -58,13 +59,15 @@ typedef struct cx_report {
   int n_stages;
   const cx_report_stage *stages;
   cx_report_preprocess pre;
+  const char *val_data;      /* the validation set the accuracies are from (HDF5); may be NULL */
+  const char *val_part;      /* its part; NULL or "": the main one */
   int latency_runs;          /* runs the latency medians were taken over */
   int latency_threads;       /* threads both runtimes used; 0: their defaults */
   const char *ort_version;   /* NULL: ONNX Runtime not installed */
   const char *note;          /* a paragraph of free text, or NULL */
 } cx_report;
 
-/* A report with no models and every number NAN: fill in what is known. */
+/* A model with every number NAN (or -1): fill in what is known. */
 cx_report_model cx_report_model_empty(const char *name);
 
 /* Writes dir/report.md, dir/report.html and dir/report.json. */
@@ -89,8 +92,10 @@ cx_status cx_report_ort_latency(const char *onnx_path, int64_t batch, int runs, 
                                 double *ms, char *version, size_t version_size);
 
 /* A curve from a metrics.jsonl file (train/metrics.h): the lines that contain `filter` (NULL:
- * all) and both keys, as (x_key, y_key) pairs; *x and *y are malloc'ed. A missing file gives an
- * error, a file without such lines an empty series. */
+ * all) and both keys, as (x_key, y_key) pairs; *x and *y are malloc'ed. x rises: a line whose x
+ * is not above the last one's starts a later run (a stage run again, or resumed from an earlier
+ * step), whose points replace those from its x on. A missing file gives an error, a file without
+ * such lines an empty series. */
 cx_status cx_report_metrics_series(const char *path, const char *filter, const char *x_key,
                                    const char *y_key, cx_report_series *out);
 void cx_report_series_free(cx_report_series *s);

@@ -202,6 +202,9 @@ cx_status cx_report_metrics_series(const char *path, const char *filter, const c
     if ((filter && !strstr(line, filter)) || !json_field(line, x_key, &x) ||
         !json_field(line, y_key, &y))
       continue;
+    /* a run again from an earlier x (a rerun, or a resume from an earlier checkpoint) replaces
+     * what the file held from there on */
+    while (out->n > 0 && out->x[out->n - 1] >= x) out->n--;
     if (!grow(out, &cap)) s = cx_fail(CX_ERR_NOMEM, "out of memory");
     else ((double *)out->x)[out->n] = x, ((double *)out->y)[out->n++] = y;
   }

@@ -73,31 +73,38 @@ static void keep_error(cx_cli_sinks *k, cx_status s) {
           k->error);
 }
 
-/* Writes n values under names (metrics) and tags (TensorBoard), prefixed with the stage. */
+/* Writes n values under names (metrics, with a "stage" field) and tags (TensorBoard, prefixed
+ * with the stage, since a TensorBoard scalar has a tag and nothing else). */
 static void write_all(cx_cli_sinks *k, int64_t step, int64_t epoch, int n,
                       const char *const *names, const char *const *tags, const double *v) {
-  char nbuf[8][64], tbuf[8][80];
-  const char *np[8], *tp[8];
-  for (int i = 0; i < n && i < 8; i++) {
-    np[i] = names[i], tp[i] = tags[i];
+  enum { MAX = 12 };
+  char tbuf[MAX][80];
+  const char *tp[MAX];
+  if (n > MAX) n = MAX;
+  for (int i = 0; i < n; i++) {
+    tp[i] = tags[i];
     if (!k->stage) continue;
-    snprintf(nbuf[i], sizeof nbuf[i], "%s/%s", k->stage, names[i]);
     snprintf(tbuf[i], sizeof tbuf[i], "%s/%s", k->stage, tags[i]);
-    np[i] = nbuf[i], tp[i] = tbuf[i];
+    tp[i] = tbuf[i];
   }
-  keep_error(k, cx_metrics_write(k->metrics, step, epoch, n, np, v));
+  cx_metrics_tag stage = {"stage", k->stage};
+  keep_error(k, cx_metrics_write_tagged(k->metrics, step, epoch, k->stage ? 1 : 0, &stage, n,
+                                        names, v));
   keep_error(k, cx_tb_add_scalars(k->tb, step, n, tp, v));
 }
 
 void cx_cli_sinks_on_step(void *user, const cx_train_step_info *s) {
   static const char *const names[] = {"loss", "lr", "grad_norm", "accuracy", "images_per_s",
-                                      "data_wait", "peak_memory_mb"};
+                                      "data_wait", "peak_memory_mb", "loss_scale",
+                                      "skipped_steps"};
   static const char *const tags[] = {"train/loss", "train/lr", "train/grad_norm",
                                      "train/accuracy", "train/images_per_s", "train/data_wait",
-                                     "train/peak_memory_mb"};
+                                     "train/peak_memory_mb", "train/loss_scale",
+                                     "train/skipped_steps"};
   double v[] = {s->loss, s->lr, s->grad_norm, s->accuracy, s->images_per_s, s->data_wait_s,
-                s->peak_memory_mb};
-  write_all(user, s->step, s->epoch, 7, names, tags, v);
+                s->peak_memory_mb, s->loss_scale, (double)s->skipped_steps};
+  /* the loss scale and skipped steps only when the loss is scaled */
+  write_all(user, s->step, s->epoch, s->loss_scale > 0 ? 9 : 7, names, tags, v);
 }
 
 void cx_cli_sinks_on_epoch(void *user, int64_t epoch, int64_t step, const cx_eval_result *val) {

@@ -26,8 +26,8 @@ void cx_cli_train_restore_input(cx_graph *g, char *old);
 cx_status cx_cli_make_dirs(const char *path);
 
 /* Metrics writers behind the trainer's on_step/on_epoch (user = the sinks); the first write
- * error is kept and training goes on. With a stage, metric names become "<stage>/<name>" and
- * TensorBoard tags "<stage>/train/loss", so that one file holds every stage. */
+ * error is kept and training goes on. With a stage, each metrics line has "stage": "<stage>"
+ * and TensorBoard tags become "<stage>/train/loss", so that one file holds every stage. */
 typedef struct cx_cli_sinks {
   cx_metrics *metrics;
   cx_tb_writer *tb;

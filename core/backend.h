@@ -29,6 +29,10 @@ typedef struct cx_kernel_args {
   uint64_t seed;  /* program seed; with step and node index, the key of CX_OP_RANDOM streams */
   uint64_t step;
   int node_index;
+  /* A forward node run again in the backward pass (gradient checkpointing, core/recompute.h):
+   * it must compute what the forward pass computed and leave state alone (BatchNormTrain does
+   * not update the running statistics twice); node_index is already the original node's. */
+  bool recompute;
   cx_stream *stream;
 } cx_kernel_args;
 

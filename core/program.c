@@ -10,6 +10,7 @@
 #include "layout.h"
 #include "op.h"
 #include "plan.h"
+#include "recompute.h"
 
 enum { ALIGN = 64 };
 
@@ -35,6 +36,7 @@ struct cx_program {
   cx_grad_ready_fn hook;
   void *hook_user;
   cx_node_timing *timing; /* by node, while profiling */
+  int *key_node;          /* by node: the node whose RNG key it uses (recomputed clones); or NULL */
 };
 
 static size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
@@ -244,20 +246,12 @@ static bool is_persistent(const cx_program *p, int v) {
   return false;
 }
 
-/* Places every value: persistent ones end to end, activations by the liveness planner. */
-static cx_status place_values(cx_program *p) {
-  cx_graph *g = p->g;
-  int nv = g->n_values, nn = g->n_nodes;
-  size_t *off = calloc((size_t)nv + 1, sizeof(size_t));
-  cx_plan_request *req = calloc((size_t)nv + 1, sizeof *req);
-  int n_req = 0;
-  size_t persist = 0;
+/* The arena's buffers: every value not persistent, live from its producer to its last reader. */
+static int arena_requests(const cx_program *p, cx_plan_request *req) {
+  const cx_graph *g = p->g;
+  int nv = g->n_values, nn = g->n_nodes, n_req = 0;
   for (int v = 0; v < nv; v++) {
-    if (is_persistent(p, v)) {
-      off[v] = persist;
-      persist += align_up(value_bytes(&g->values[v]));
-      continue;
-    }
+    if (is_persistent(p, v)) continue;
     int first = g->values[v].producer, last = first;
     for (int i = first + 1; i < nn; i++)
       for (int k = 0; k < g->nodes[i].n_in; k++)
@@ -267,6 +261,22 @@ static cx_status place_values(cx_program *p) {
     req[n_req++] = (cx_plan_request){.value = v, .bytes = align_up(value_bytes(&g->values[v])),
                                      .first = first, .last = last};
   }
+  return n_req;
+}
+
+/* Places every value: persistent ones end to end, activations by the liveness planner. */
+static cx_status place_values(cx_program *p) {
+  cx_graph *g = p->g;
+  int nv = g->n_values;
+  size_t *off = calloc((size_t)nv + 1, sizeof(size_t));
+  cx_plan_request *req = calloc((size_t)nv + 1, sizeof *req);
+  size_t persist = 0;
+  for (int v = 0; v < nv; v++)
+    if (is_persistent(p, v)) {
+      off[v] = persist;
+      persist += align_up(value_bytes(&g->values[v]));
+    }
+  int n_req = arena_requests(p, req);
   p->bufs = calloc((size_t)n_req + 1, sizeof *p->bufs);
   p->n_bufs = n_req;
   size_t arena = cx_plan_place(req, n_req, ALIGN);
@@ -277,6 +287,7 @@ static cx_status place_values(cx_program *p) {
     p->mem.unplanned_bytes += req[b].bytes;
   }
   p->mem.arena_bytes = arena;
+  if (!p->mem.recomputed_nodes) p->mem.arena_no_recompute_bytes = arena;
   p->mem.persistent_bytes = persist;
   p->mem.n_buffers = n_req;
   p->arena = p->be->alloc(arena ? arena : ALIGN);
@@ -308,7 +319,9 @@ static cx_kernel_args node_args(const cx_program *p, int i) {
                           .out = p->node_in[i] + n->n_in, .n_out = n->n_out,
                           .state = p->state[i], .scratch = p->scratch, .training = p->training,
                           .precision = p->precision,
-                          .seed = p->seed, .step = p->step, .node_index = i};
+                          .seed = p->seed, .step = p->step,
+                          .node_index = p->key_node ? p->key_node[i] : i,
+                          .recompute = p->key_node && p->key_node[i] != i};
 }
 
 static void fill_node_tensors(cx_program *p) {
@@ -343,6 +356,32 @@ static void choose_layouts(cx_program *p) {
   p->n_channels_last = cx_layout_assign(g, p->kernel, pinned, p->t);
   free(pinned);
   if (p->n_channels_last) fill_node_tensors(p);
+}
+
+/* Gradient checkpointing: plans the arena as it would be without (for the report), then clones
+ * the segments' forward nodes into the backward pass. */
+static cx_status recompute_segments(cx_program *p, const cx_compile_opts *o) {
+  cx_plan_request *req = calloc((size_t)p->g->n_values + 1, sizeof *req);
+  if (!req) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  p->mem.arena_no_recompute_bytes = cx_plan_place(req, arena_requests(p, req), ALIGN);
+  free(req);
+  return cx_recompute(p->g, p->n_fwd, o->checkpoint_segments, o->n_checkpoint_segments,
+                      &p->mem.recomputed_nodes);
+}
+
+/* Recomputed clones draw random numbers with their forward node's key. */
+static void find_key_nodes(cx_program *p) {
+  const cx_graph *g = p->g;
+  for (int i = p->n_fwd; i < g->n_nodes; i++) {
+    const char *of = cx_node_string(&g->nodes[i], CX_RECOMPUTE_OF, NULL);
+    if (!of) continue;
+    if (!p->key_node) {
+      p->key_node = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+      for (int j = 0; j < g->n_nodes; j++) p->key_node[j] = j;
+    }
+    for (int j = 0; j < p->n_fwd; j++)
+      if (!strcmp(g->nodes[j].name, of)) p->key_node[i] = j;
+  }
 }
 
 static cx_status prepare_kernels(cx_program *p) {
@@ -382,6 +421,7 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
   if (o->training) {
     CX_TRY(build_backward(p, o->loss));
     CX_TRY(infer_range(g, p->n_fwd, g->n_nodes));
+    if (o->n_checkpoint_segments > 0) CX_TRY(recompute_segments(p, o));
   } else {
     p->param_value = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     p->grad_value = malloc(sizeof(int) * ((size_t)g->n_values + 1));
@@ -393,6 +433,7 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
   }
   CX_TRY(place_values(p));
   bind_node_tensors(p);
+  find_key_nodes(p);
   CX_TRY(find_kernels(p));
   choose_layouts(p);
   CX_TRY(prepare_kernels(p));
@@ -445,6 +486,7 @@ void cx_program_free(cx_program *p) {
   free(p->grad_value);
   free(p->grad_ready_at);
   free(p->timing);
+  free(p->key_node);
   cx_graph_free(p->g);
   free(p);
 }
@@ -575,6 +617,10 @@ void cx_program_print(const cx_program *p, FILE *f) {
           m->n_buffers, m->persistent_bytes / 1048576.0, m->scratch_bytes / 1048576.0);
   if (p->n_channels_last)
     fprintf(f, "layout: %d activations channels-last\n", p->n_channels_last);
+  if (m->recomputed_nodes)
+    fprintf(f, "gradient checkpointing: %d forward nodes recomputed in backward; arena %.2f MiB "
+               "instead of %.2f MiB\n", m->recomputed_nodes, m->arena_bytes / 1048576.0,
+            m->arena_no_recompute_bytes / 1048576.0);
 }
 
 void cx_program_set_profiling(cx_program *p, bool on) {

@@ -20,6 +20,12 @@ typedef struct cx_compile_opts {
   const cx_backend *backend;
   uint64_t seed;             /* Dropout and other random ops */
   cx_precision precision;    /* F32 (default) or BF16 autocast in the kernels that support it */
+  /* Training: gradient checkpointing (core/recompute.h). Forward activations that backward
+   * reads inside these segments (node-name prefixes such as "layer1" or "layer2.0", or the one
+   * entry "blocks": every residual block / numbered module) are recomputed in the backward pass
+   * instead of kept: a smaller arena for about one more forward pass of those segments. */
+  const char *const *checkpoint_segments;
+  int n_checkpoint_segments;
 } cx_compile_opts;
 
 /* Called when a parameter's gradient is final within a backward pass, in the order they finish. */
@@ -55,6 +61,10 @@ typedef struct cx_memory_plan {
   size_t persistent_bytes; /* parameters, their gradients, statistics, inputs, constants */
   size_t scratch_bytes;    /* kernel workspace, shared by all nodes */
   int n_buffers;
+  /* Gradient checkpointing: the arena the same program would plan without it (arena_bytes when
+   * it is off), and the forward nodes cloned into the backward pass. */
+  size_t arena_no_recompute_bytes;
+  int recomputed_nodes;
 } cx_memory_plan;
 
 cx_memory_plan cx_program_memory(const cx_program *p);

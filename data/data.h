@@ -163,6 +163,7 @@ cx_loader_opts cx_loader_defaults(void);
 typedef struct cx_batch {
   int64_t size;        /* samples in this batch; 0 at the end of the epoch */
   int64_t index;       /* batch number within the epoch */
+  int64_t epoch;       /* the epoch it belongs to (cx_loader_epoch_begin's) */
   int64_t c, h, w;     /* images are [size, c, h, w] */
   cx_dtype dtype;
   void *images;

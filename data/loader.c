@@ -341,6 +341,7 @@ cx_status cx_loader_next(cx_loader *l, cx_batch *b) {
   cx_status st = s->status;
   if (st == CX_OK) {
     b->size = s->size, b->index = l->handed, b->images = s->images, b->labels = s->labels;
+    b->epoch = l->epoch;
     b->targets = s->targets, b->ids = s->ids;
     l->handed++;
   }

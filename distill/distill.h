@@ -168,7 +168,6 @@ typedef struct cx_kd_opts {
   const cx_kd_teacher_spec *teachers;
   const char *cache_dir;       /* NULL: the teacher runs on every batch */
   int cache_k;                 /* 0: min(classes, 10) */
-  int64_t start_epoch;         /* the epoch the trainer starts at (resuming) */
   bool quiet;
 } cx_kd_opts;
 
@@ -188,12 +187,13 @@ cx_status cx_kd_open(const cx_kd_opts *o, const struct cx_train_opts *train, cx_
 cx_status cx_kd_close(cx_kd *kd);
 /* Sets o->build_graph, o->feed and o->user to kd (for a caller with no hooks of its own). */
 void cx_kd_attach(cx_kd *kd, struct cx_train_opts *o);
-/* The hooks themselves (user is the cx_kd). feed detects a new epoch by the batch index going
- * back and writes the finished epoch's cache then. */
+/* The hooks themselves (user is the cx_kd). feed takes the epoch from the batch (cx_batch.epoch),
+ * so a run resumed in the middle of any epoch uses that epoch's cache, and writes a finished
+ * epoch's cache when the next one begins. */
 cx_status cx_kd_build_graph(void *user, const cx_graph *model, cx_graph **out);
 cx_status cx_kd_feed(void *user, struct cx_program *train, const cx_batch *b);
-/* Tells the feeder which epoch the next batch belongs to (a resumed run); writes the cache of
- * the epoch before. */
+/* Makes epoch the current one (feed does it from each batch); writes the cache of the epoch
+ * before. */
 cx_status cx_kd_set_epoch(cx_kd *kd, int64_t epoch);
 cx_kd_stats cx_kd_get_stats(const cx_kd *kd);
 /* The configuration in use: classes and the hints' teacher shapes filled in (for

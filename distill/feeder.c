@@ -24,7 +24,7 @@ struct cx_kd {
   cx_kd_hint *hints;
   int n_teachers;
   teacher *teachers;
-  int64_t micro, classes, epoch, last_index;
+  int64_t micro, classes, epoch;
   bool started, aug_random, quiet;
   float *combined; /* [micro, classes] */
   double *mix;     /* [classes]: one sample's averaged distribution */
@@ -201,7 +201,6 @@ cx_status cx_kd_open(const cx_kd_opts *o, const cx_train_opts *train, cx_kd **ou
   kd->kd = o->kd;
   kd->kd.soft_targets = cx_kd_aug_mixing(&train->loader.aug);
   kd->micro = train->batch_size / accum;
-  kd->epoch = o->start_epoch;
   kd->aug_random = cx_kd_aug_random(&train->loader.aug);
   kd->quiet = o->quiet;
   cx_status s = open_all(kd, o, train);
@@ -229,17 +228,10 @@ static void flush_caches(cx_kd *kd) {
 }
 
 cx_status cx_kd_set_epoch(cx_kd *kd, int64_t epoch) {
-  if (epoch != kd->epoch) flush_caches(kd);
+  if (kd->started && epoch != kd->epoch) flush_caches(kd);
   kd->epoch = epoch;
   kd->started = true;
-  kd->last_index = -1;
   return CX_OK;
-}
-
-static void track_epoch(cx_kd *kd, const cx_batch *b) {
-  if (kd->started && b->index <= kd->last_index) cx_kd_set_epoch(kd, kd->epoch + 1);
-  kd->started = true;
-  kd->last_index = b->index;
 }
 
 cx_status cx_kd_close(cx_kd *kd) {
@@ -346,7 +338,8 @@ cx_status cx_kd_feed(void *user, cx_program *train, const cx_batch *b) {
   if (b->size > kd->micro)
     return cx_fail(CX_ERR_ARG, "distillation: a batch of %lld for teachers compiled for %lld",
                    (long long)b->size, (long long)kd->micro);
-  track_epoch(kd, b);
+  /* the batch's own epoch: a run resumed in epoch e reads and fills e's cache file */
+  if (!kd->started || b->epoch != kd->epoch) CX_TRY(cx_kd_set_epoch(kd, b->epoch));
   for (int i = 0; i < kd->n_teachers; i++) CX_TRY(teacher_logits(kd, &kd->teachers[i], b));
   const float *z = kd->teachers[0].logits;
   if (kd->n_teachers > 1) {

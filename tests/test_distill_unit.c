@@ -351,10 +351,13 @@ static void test_metrics_series(const char *dir) {
   for (int i = 0; i < 3; i++) cx_metrics_write(m, 10 * (i + 1), i, 2, names, v[i]);
   double top1 = 81.5;
   cx_metrics_write(m, 30, 0, 1, val, &top1);
+  /* a second run from step 20 (resumed) replaces the first run's points from there on */
+  double again[2] = {0.5, 0.1};
+  cx_metrics_write(m, 20, 1, 2, names, again);
   CHECK(cx_metrics_close(m) == CX_OK, "%s", cx_last_error());
   cx_report_series loss, acc;
   CHECK(cx_report_metrics_series(path, NULL, "step", "loss", &loss) == CX_OK, "%s", cx_last_error());
-  CHECK(loss.n == 2 && loss.x[0] == 10 && loss.y[0] == 2.5 && loss.x[1] == 30 && loss.y[1] == 0.75,
+  CHECK(loss.n == 2 && loss.x[0] == 10 && loss.y[0] == 2.5 && loss.x[1] == 20 && loss.y[1] == 0.5,
         "loss series: %d points", loss.n);
   CHECK(cx_report_metrics_series(path, "\"val_top1\"", "epoch", "val_top1", &acc) == CX_OK &&
         acc.n == 1 && acc.y[0] == 81.5, "accuracy series: %d points", acc.n);

@@ -3,8 +3,13 @@
 # makes them): a ResNet-20 teacher and a MobileNetV2-0.5 student trained from scratch, one short
 # epoch each.
 #   - a run writes teacher.onnx and student_scratch.onnx (with the preprocessing metadata),
-#     checkpoints/<stage>/, one metrics.jsonl with every line's names prefixed by its stage,
-#     tensorboard/ and the stage manifest;
+#     checkpoints/<stage>/, one metrics.jsonl with every line's "stage",
+#     tensorboard/, the stage manifest and the report (check_report.py: every row measured);
+#   - a re-run that skips every stage writes the report again with the same figures; a teacher
+#     given as ONNX is evaluated for it; with [distill], the report has the three rows and
+#     ONNX Runtime scores the ONNX files to the report's top-1 (onnx_top1.py); a distillation
+#     interrupted and resumed reads the teacher cache (a count of the teacher's batches) and
+#     ends where an uninterrupted one does;
 #   - `compress FILE.toml` is the same command; a re-run skips the complete stages; --only and
 #     --from run the stages they name; a changed setting reruns its stage and the later ones;
 #   - bad files (unknown key with a suggestion, missing data file, class count of the teacher
@@ -14,10 +19,11 @@
 # usage: test_pipeline.sh COMPRESS
 set -u
 compress=$(realpath "$1")
+here=$(dirname "$(realpath "$0")")
 py=/usr/bin/python3
 fm=/usr/share/datasets/fashion-mnist
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+if [[ -n ${KEEP:-} ]]; then echo "keeping $work"; else trap 'rm -rf "$work"' EXIT; fi
 cd /
 export OMP_NUM_THREADS=1
 fails=0
@@ -131,10 +137,17 @@ expect_in first out "scratch: 24 steps"
 $py - "$r/metrics.jsonl" <<'EOF' || fail "first: metrics.jsonl"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
-stages = {k.split("/")[0] for l in lines for k in l if "/" in k}
-assert stages == {"teacher", "scratch"}, stages
-assert any("teacher/val_top1" in l for l in lines) and any("scratch/loss" in l for l in lines)
+assert all(list(l)[:4] == ["step", "epoch", "time", "stage"] for l in lines), lines[0]
+assert {l["stage"] for l in lines} == {"teacher", "scratch"}, {l["stage"] for l in lines}
+assert not [k for l in lines for k in l if "/" in k], "a stage prefix in a metric's name"
+assert any(l["stage"] == "teacher" and "val_top1" in l for l in lines)
+assert any(l["stage"] == "scratch" and "loss" in l for l in lines)
 EOF
+# the report: both rows measured, curves, the preprocessing; kept to compare with a re-run
+expect_in first out "report: $r/report.html (also report.md, report.json)"
+$py "$here/check_report.py" "$r" --models "teacher,student (scratch)" >/dev/null ||
+  fail "first: the report"
+cp "$r/report.json" "$work/report_first.json"
 # the preprocessing in the metadata, read back by compress eval
 run 0 eval-student eval "$r/student_scratch.onnx" --data "$work/test.h5"
 expect_in eval-student out "top-1"
@@ -143,6 +156,9 @@ expect_in eval-student out "top-1"
 run 0 again "$work/pipe.toml"
 expect_in again out "teacher: complete"
 expect_in again out "scratch: complete"
+# every stage skipped: the report is written again, with the figures from the manifest
+$py "$here/check_report.py" "$r" --models "teacher,student (scratch)" \
+  --same "$work/report_first.json" >/dev/null || fail "again: the report differs"
 run 0 only pipeline "$work/pipe.toml" --only scratch
 grep -q "^teacher" "$work/only.out" && fail "only: the teacher stage ran"
 expect_in only out "scratch: 24 steps"
@@ -161,11 +177,12 @@ run 0 resumed pipeline "$work/pipe.toml" --out "$work/run_s"
 expect_in resumed out "teacher: resuming from $work/run_s/checkpoints/teacher/step-00000013.h5"
 $py - "$r/metrics.jsonl" "$work/run_s/metrics.jsonl" <<'EOF' || fail "resumed: metrics differ"
 import json, sys
-def first(p, key):
-    return [l[key] for l in map(json.loads, open(p)) if key in l][0]
-for key in ("teacher/val_top1", "scratch/val_top1"):
-    a, b = first(sys.argv[1], key), first(sys.argv[2], key)
-    assert a == b, (key, a, b)
+def first(p, stage):
+    return [l["val_top1"] for l in map(json.loads, open(p))
+            if l["stage"] == stage and "val_top1" in l][0]
+for stage in ("teacher", "scratch"):
+    a, b = first(sys.argv[1], stage), first(sys.argv[2], stage)
+    assert a == b, (stage, a, b)
 EOF
 
 # a teacher given as ONNX is checked and exported again with the metadata
@@ -174,19 +191,51 @@ sed -e 's|^spec = "resnet20.*|onnx = "run/teacher.onnx"|' -e '/^\[teacher.train\
 run 0 onnx-teacher pipeline "$work/pipe_onnx.toml" --out "$work/run_o" --only teacher
 expect_in onnx-teacher out "teacher: exporting"
 [[ -f $work/run_o/teacher.onnx ]] || fail "onnx-teacher: no teacher.onnx"
+# ... and evaluated for the report: the same top-1 as when it was trained
+$py - "$r/report.json" "$work/run_o/report.json" <<'EOF' || fail "onnx-teacher: report top-1"
+import json, sys
+a, b = (json.load(open(p))["models"][0] for p in sys.argv[1:])
+assert b["name"] == "teacher" and b["train_seconds"] is None, b
+assert abs(a["top1"] - b["top1"]) <= 0.05, (a["top1"], b["top1"])
+EOF
 
 # [distill]: runs where distill/ is built in (the student distilled from the teacher above);
 # refused before anything trains, naming the table, where it is not
 cp "$work/pipe.toml" "$work/pipe_kd.toml"
-printf '\n[distill]\ntemperature = 4.0\nalpha = 0.9\nepochs = 1\nlr = 0.05\nmomentum = 0.9\n' \
+printf '\n[distill]\ntemperature = 4.0\nalpha = 0.9\nepochs = 2\nlr = 0.05\nmomentum = 0.9\n' \
   >>"$work/pipe_kd.toml"
 "$compress" pipeline "$work/pipe_kd.toml" --out "$r" >"$work/kd.out" 2>"$work/kd.err"
 kd=$?
 if [[ $kd == 0 ]]; then
   echo "ok   kd (distillation built in)"
   expect_in kd out "teacher: complete"
-  expect_in kd out "distill: 24 steps"
+  expect_in kd out "distill: 48 steps"
+  expect_in kd out "distill: teacher outputs of 48 batches computed, 0 read from the cache"
   [[ -f $r/student.onnx ]] || fail "kd: no student.onnx"
+  $py "$here/check_report.py" "$r" --models "teacher,student (scratch),student (distilled)" \
+    >/dev/null || fail "kd: the report"
+  top1=$(grep -o 'distill: .*validation top-1 [0-9.]*%' "$work/kd.out" | grep -o '[0-9.]*%$')
+  grep -q "^| student (distilled) | $top1 |" "$r/report.md" || fail "kd: the report's top-1"
+  # ONNX Runtime scores the exported models as their metadata says: the report's top-1
+  if $py -c "import onnxruntime" 2>/dev/null; then
+    $py "$here/onnx_top1.py" "$r" >"$work/top1.out" 2>&1 || fail "kd: onnx_top1.py"
+    sed 's/^/    /' "$work/top1.out"
+  else
+    echo "skip ONNX Runtime top-1: onnxruntime is not importable by $py (scripts/install-deps.sh)"
+  fi
+  # interrupted in its second epoch and resumed, the distillation reads every batch's teacher
+  # outputs from the cache the run above filled, each from its own epoch's file, and ends with
+  # the same student as the run that was not interrupted
+  cp "$r/stages/distill.done" "$work/distill_whole.done"
+  run 1 kd-stopped pipeline "$work/pipe_kd.toml" --out "$r" --only distill --stop-after 30
+  expect_in kd-stopped err "distill: interrupted at step 30"
+  run 0 kd-resumed pipeline "$work/pipe_kd.toml" --out "$r"
+  expect_in kd-resumed out "distill: resuming from $r/checkpoints/distill/step-00000030.h5"
+  expect_in kd-resumed out "distill: teacher outputs of 0 batches computed, 48 read from the cache"
+  for k in val_top1 val_loss; do
+    [[ $(grep "^$k " "$r/stages/distill.done") == $(grep "^$k " "$work/distill_whole.done") ]] ||
+      fail "kd-resumed: $k is not the uninterrupted run's"
+  done
 else
   [[ $kd == 1 ]] || fail "kd: exit $kd"
   expect_in kd err "compress pipeline: $work/pipe_kd.toml:39:1: 'distill': knowledge distillation is not available"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # compress profile end to end: the golden CNN (tests/fixtures/golden/cnn.onnx) and a built-in
-# spec, inference and training. The Chrome trace must be valid JSON with complete ("X") events
+# spec, inference and training; and compress train --profile on a tiny synthetic data set (with
+# gradient checkpointing on, whose planned memory is printed). The Chrome trace must be valid JSON with complete ("X") events
 # on the forward and backward tracks (name, ph, ts, dur, pid, tid; ts and dur in microseconds),
 # the JSON table must add up, and bad arguments exit 2.
 #
@@ -68,6 +69,52 @@ EOF
 
 run 0 spec profile resnet20:input=1x28x28 --batch 2 --steps 1 --warmup 0 --top 3 --threads 1
 grep -q "the 3 slowest of" "$work/spec.out" || fail "spec: --top 3 not applied"
+
+# ---- compress train --profile: a window of a real training run ----
+/usr/bin/python3 - "$work" <<'EOF' || fail "train data: numpy could not write the arrays"
+import numpy as np, sys
+r = np.random.default_rng(0)
+np.save(sys.argv[1] + "/x.npy", r.integers(0, 256, (96, 12, 12), dtype=np.uint8))
+np.save(sys.argv[1] + "/y.npy", (np.arange(96) % 4).astype(np.int64))
+EOF
+run 0 import data import npy "$work/x.npy" "$work/y.npy" -o "$work/set.h5"
+cat >"$work/t.toml" <<'EOF'
+[model]
+spec = "resnet20:classes=4,input=1x12x12"
+[data]
+train = "set.h5"
+batch = 16
+[train]
+epochs = 2
+lr = 0.05
+log_every = 4
+checkpoint_segments = "blocks"
+[run]
+threads = 1
+EOF
+run 0 train_profile train "$work/t.toml" --out "$work/run" --profile-after 2 --profile-steps 3
+out=$work/train_profile.out
+grep -q "^memory: arena" "$out" || fail "train_profile: no planned memory"
+grep -q "^gradient checkpointing: .* recomputed" "$out" || fail "train_profile: no recompute line"
+grep -q "profile of training steps 3 to 5" "$out" || fail "train_profile: no profile heading"
+grep -q "^Conv " "$out" || fail "train_profile: no Conv row in the table"
+grep -q "^(optimizer) " "$out" || fail "train_profile: no optimizer row"
+python3 - "$work/run/profile_trace.json" "$work/run/profile.json" <<'EOF' || fail "train_profile: files"
+import json, sys
+d = json.load(open(sys.argv[1]))
+x = [e for e in d["traceEvents"] if e["ph"] == "X"]
+assert {e["tid"] for e in x} == {1, 2, 3}, {e["tid"] for e in x}
+assert {e["args"]["step"] for e in x} == {3, 4, 5}, {e["args"]["step"] for e in x}
+assert any(e["cat"] == "Conv" and e["tid"] == 2 for e in x), "no Conv in backward"
+assert any(e["name"] == "optimizer" and e["tid"] == 3 for e in x), "no optimizer event"
+p = json.load(open(sys.argv[2]))
+assert p["steps"] == 3, p["steps"]
+conv = [o for o in p["ops"] if o["name"] == "Conv"][0]
+assert conv["forward_ms"] > 0 and conv["backward_ms"] > 0, conv
+assert abs(sum(o["share"] for o in p["ops"]) - 1) < 1e-3
+print(f"train --profile: {len(x)} events; Conv {conv['share']:.0%} of a step")
+EOF
+run 2 train_bad_window train "$work/t.toml" --out "$work/run2" --profile-steps 0
 
 run 2 no_model profile
 run 2 bad_batch profile "$model" --batch 0

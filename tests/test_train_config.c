@@ -94,7 +94,37 @@ static void test_values(void) {
   CHECK(c.n_mean == 3 && o->val_aug.mean[2] == 0.3f && o->loader.aug.std[2] == 0.25f, "mean/std");
   CHECK(o->threads == 2 && o->log_every == 50 && o->diagnostics, "run and defaults");
   CHECK(!strncmp(c.hash, "fnv1a64:", 8) && strlen(c.hash) == 24, "hash %s", c.hash);
+  CHECK(o->loss_scale_mode == CX_LOSS_SCALE_NONE && o->n_checkpoint_segments == 0,
+        "no loss scaling and no recompute by default");
   cx_train_config_free(&c);
+}
+
+/* [train] loss_scale and checkpoint_segments. */
+static void test_memory_keys(void) {
+  static const char *const texts[] = {
+      "loss_scale = \"dynamic\"\ncheckpoint_segments = \"blocks\"",
+      "loss_scale = 1024\ncheckpoint_segments = [\"layer1\", \"layer2.0\"]",
+      "loss_scale = \"none\"\ncheckpoint_segments = []"};
+  for (int i = 0; i < 3; i++) {
+    char line[200];
+    snprintf(line, sizeof line, "epochs = 3\n%s", texts[i]);
+    cx_train_config c;
+    cx_status s = cx_train_config_load(write_config("m.toml", edit(11, line)), &c);
+    CHECK(s == CX_OK, "%s", cx_last_error());
+    if (s != CX_OK) continue;
+    const cx_train_opts *o = &c.opts;
+    if (i == 0)
+      CHECK(o->loss_scale_mode == CX_LOSS_SCALE_DYNAMIC && o->loss_scaler.scale == 65536 &&
+            o->n_checkpoint_segments == 1 && !strcmp(o->checkpoint_segments[0], "blocks"),
+            "dynamic, blocks");
+    if (i == 1)
+      CHECK(o->loss_scale_mode == CX_LOSS_SCALE_STATIC && o->loss_scaler.scale == 1024 &&
+            o->n_checkpoint_segments == 2 && !strcmp(o->checkpoint_segments[1], "layer2.0"),
+            "static 1024, two prefixes");
+    if (i == 2)
+      CHECK(o->loss_scale_mode == CX_LOSS_SCALE_NONE && o->n_checkpoint_segments == 0, "none");
+    cx_train_config_free(&c);
+  }
 }
 
 static void expect_error(const char *text, const char *where, const char *what) {
@@ -133,6 +163,15 @@ static void test_errors(void) {
   expect_error(edit(11, ""), "10:1", "missing key 'epochs'");
   expect_error(edit(20, "threads = 2\nthread = 1"), "21:1", "did you mean 'threads'?");
   expect_error(edit(1, "[modle]"), "1:2", "did you mean 'model'?");
+  expect_error(edit(11, "epochs = 3\nloss_scal = 8"), "12:1", "did you mean 'loss_scale'?");
+  expect_error(edit(11, "epochs = 3\nloss_scale = \"dynamc\""), "12:14", "\"none\", \"dynamic\"");
+  expect_error(edit(11, "epochs = 3\nloss_scale = 0"), "12:14", "out of range");
+  expect_error(edit(11, "epochs = 3\nloss_scale = true"), "12:14", "or a number");
+  expect_error(edit(11, "epochs = 3\ncheckpoint_segment = \"blocks\""), "12:1",
+               "did you mean 'checkpoint_segments'?");
+  expect_error(edit(11, "epochs = 3\ncheckpoint_segments = \"layer1\""), "12:23",
+               "must be \"blocks\"");
+  expect_error(edit(11, "epochs = 3\ncheckpoint_segments = [\"a\", 3]"), "12:29", "string");
   expect_error("run = 3\n[model]\nspec = \"x\"\n[data]\ntrain = \"t.h5\"\n[train]\nepochs = 1\n",
                "1:7", "must be a table");
 }
@@ -159,6 +198,10 @@ static void test_hash(void) {
   CHECK(!strcmp(a, b), "[run] changed the hash");
   hash_of(edit(13, "log_every = 7\nlr = 0.05\ncheckpoint_every = 100\ndiagnostics = false"), b);
   CHECK(!strcmp(a, b), "key order and logging keys changed the hash");
+  hash_of(edit(13, "lr = 0.05\ncheckpoint_segments = \"blocks\""), b);
+  CHECK(!strcmp(a, b), "checkpoint_segments (same numbers) changed the hash");
+  hash_of(edit(13, "lr = 0.05\nloss_scale = \"dynamic\""), b);
+  CHECK(strcmp(a, b), "loss_scale changed, hash did not");
   hash_of(edit(6, "batch = 64\nworkers = 3"), b);
   CHECK(!strcmp(a, b), "data.workers changed the hash");
   /* anything a step computes with changes it */
@@ -249,12 +292,13 @@ int main(void) {
   snprintf(dir, sizeof dir, "/tmp/cx_train_config_XXXXXX");
   if (!mkdtemp(dir)) return 1;
   test_values();
+  test_memory_keys();
   test_errors();
   test_hash();
   test_diagnostics();
   test_preprocess();
-  const char *names[] = {"a.toml", "e.toml", "h.toml"};
-  for (int i = 0; i < 3; i++) {
+  const char *names[] = {"a.toml", "e.toml", "h.toml", "m.toml"};
+  for (int i = 0; i < 4; i++) {
     char p[128];
     snprintf(p, sizeof p, "%s/%s", dir, names[i]);
     unlink(p);

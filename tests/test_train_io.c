@@ -105,8 +105,8 @@ static const char metrics_py[] =
     "lines = open(sys.argv[1], encoding='utf-8').read().split('\\n')\n"
     "assert lines[-1] == '', 'the file must end with a newline'\n"
     "rows = [json.loads(l) for l in lines[:-1]]\n"
-    "assert len(rows) == 3, rows\n"
-    "a, b, c = rows\n"
+    "assert len(rows) == 4, rows\n"
+    "a, b, t, c = rows\n"
     "assert a['step'] == 0 and a['epoch'] == 0 and a['loss'] == 0.1, a\n"
     "assert a['weird \"name\"\\\\\\n\\u00e9'] == -2.5 and a['big'] == 1e300, a\n"
     "assert a['tiny'] == 5e-324 and a['int'] == 123456789, a\n"
@@ -114,6 +114,8 @@ static const char metrics_py[] =
     "assert b['step'] == 2**40 and b['epoch'] == 3, b\n"
     "assert b['loss'] is None and b['gn'] is None and b['ninf'] is None and b['lr'] == 0.5, b\n"
     "assert b['nonfinite'] == {'loss': 'nan', 'gn': 'inf', 'ninf': '-inf'}, b\n"
+    "assert list(t) == ['step', 'epoch', 'time', 'stage', 'loss'], t\n"
+    "assert t['stage'] == 'te\"a\u00e9' and t['loss'] == 0.25, t\n"
     "assert c['step'] == 7 and list(c) == ['step', 'epoch', 'time'], c\n";
 
 static void test_utf8(void) {
@@ -137,6 +139,15 @@ static void test_metrics(void) {
   const char *n2[] = {"loss", "gn", "ninf", "lr"};
   double v2[] = {NAN, INFINITY, -INFINITY, 0.5};
   CHECK(cx_metrics_write(m, (int64_t)1 << 40, 3, 4, n2, v2) == CX_OK, "%s", cx_last_error());
+  /* a string field: which stage the numbers belong to */
+  cx_metrics_tag stage = {"stage", "te\"a\xc3\xa9"}, clash = {"loss", "x"}, latin = {"s", "\xe9"};
+  double quarter = 0.25;
+  CHECK(cx_metrics_write_tagged(m, 5, 3, 1, &stage, 1, n1, &quarter) == CX_OK, "%s",
+        cx_last_error());
+  expect_fail(cx_metrics_write_tagged(m, 5, 3, 1, &clash, 1, n1, &quarter), "tag named as a metric",
+              (const char *[]){file, "'loss'", NULL});
+  expect_fail(cx_metrics_write_tagged(m, 5, 3, 1, &latin, 1, n1, &quarter), "tag value not UTF-8",
+              (const char *[]){file, "'s'", "UTF-8", NULL});
   const char *dup[] = {"a", "a"}, *res[] = {"step"};
   double v[] = {1, 2};
   expect_fail(cx_metrics_write(m, 1, 0, 2, dup, v), "duplicate metric",

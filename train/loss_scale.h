@@ -17,6 +17,14 @@
  * Plain C on host-memory gradients; the logic is the backend's to reuse as it is, with its own
  * scan-and-unscale of device memory. */
 
+/* How a trainer scales the loss: not at all, by a fixed factor (an overflow is an error), or
+ * dynamically (an overflow skips the step and backs the scale off). */
+typedef enum cx_loss_scale_mode {
+  CX_LOSS_SCALE_NONE,
+  CX_LOSS_SCALE_STATIC,
+  CX_LOSS_SCALE_DYNAMIC,
+} cx_loss_scale_mode;
+
 typedef struct cx_loss_scaler {
   float scale;          /* default 2^16 */
   float growth_factor;  /* default 2 */

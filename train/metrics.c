@@ -117,25 +117,36 @@ cx_status cx_metrics_open(const char *path, bool append, cx_metrics **out) {
 
 const char *cx_metrics_path(const cx_metrics *m) { return m->path; }
 
-static cx_status check_names(const cx_metrics *m, int n, const char *const *names) {
+static cx_status check_name(const cx_metrics *m, const char *name, int i) {
   static const char *const reserved[] = {"step", "epoch", "time", "nonfinite"};
-  for (int i = 0; i < n; i++) {
-    if (!names[i]) return cx_fail(CX_ERR_ARG, "%s: metric %d has no name", m->path, i);
-    if (!cx_utf8_valid(names[i]))
-      return cx_fail(CX_ERR_ARG, "%s: the name of metric %d is not valid UTF-8", m->path, i);
-    for (size_t r = 0; r < sizeof reserved / sizeof *reserved; r++)
-      if (strcmp(names[i], reserved[r]) == 0)
-        return cx_fail(CX_ERR_ARG, "%s: '%s' is a reserved key and cannot name a metric", m->path,
-                       names[i]);
+  if (!name) return cx_fail(CX_ERR_ARG, "%s: metric %d has no name", m->path, i);
+  if (!cx_utf8_valid(name))
+    return cx_fail(CX_ERR_ARG, "%s: the name of metric %d is not valid UTF-8", m->path, i);
+  for (size_t r = 0; r < sizeof reserved / sizeof *reserved; r++)
+    if (strcmp(name, reserved[r]) == 0)
+      return cx_fail(CX_ERR_ARG, "%s: '%s' is a reserved key and cannot name a metric", m->path,
+                     name);
+  return CX_OK;
+}
+
+/* Every key of the line (tags' first, then the metrics') valid and given once. */
+static cx_status check_names(const cx_metrics *m, int n_tags, const cx_metrics_tag *tags, int n,
+                             const char *const *names) {
+  for (int i = 0; i < n_tags + n; i++) {
+    const char *name = i < n_tags ? tags[i].key : names[i - n_tags];
+    CX_TRY(check_name(m, name, i));
+    if (i < n_tags && !(tags[i].value && cx_utf8_valid(tags[i].value)))
+      return cx_fail(CX_ERR_ARG, "%s: the value of '%s' is not valid UTF-8", m->path, name);
     for (int j = 0; j < i; j++)
-      if (strcmp(names[i], names[j]) == 0)
-        return cx_fail(CX_ERR_ARG, "%s: metric '%s' is given twice", m->path, names[i]);
+      if (strcmp(name, j < n_tags ? tags[j].key : names[j - n_tags]) == 0)
+        return cx_fail(CX_ERR_ARG, "%s: metric '%s' is given twice", m->path, name);
   }
   return CX_OK;
 }
 
-static bool build_line(cx_metrics *m, int64_t step, int64_t epoch, int n,
-                       const char *const *names, const double *values) {
+static bool build_line(cx_metrics *m, int64_t step, int64_t epoch, int n_tags,
+                       const cx_metrics_tag *tags, int n, const char *const *names,
+                       const double *values) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   char head[128], num[32];
@@ -143,6 +154,9 @@ static bool build_line(cx_metrics *m, int64_t step, int64_t epoch, int n,
            (long long)epoch, (double)ts.tv_sec + ts.tv_nsec * 1e-9);
   m->len = 0;
   bool ok = puts_(m, head);
+  for (int i = 0; ok && i < n_tags; i++)
+    ok = put(m, ",", 1) && put_string(m, tags[i].key) && put(m, ":", 1) &&
+         put_string(m, tags[i].value);
   int bad = 0;
   for (int i = 0; ok && i < n; i++) {
     ok = put(m, ",", 1) && put_string(m, names[i]) && put(m, ":", 1) &&
@@ -160,10 +174,17 @@ static bool build_line(cx_metrics *m, int64_t step, int64_t epoch, int n,
 
 cx_status cx_metrics_write(cx_metrics *m, int64_t step, int64_t epoch, int n,
                            const char *const *names, const double *values) {
-  if (n < 0 || (n > 0 && (!names || !values)))
-    return cx_fail(CX_ERR_ARG, "%s: cx_metrics_write needs %d names and values", m->path, n);
-  CX_TRY(check_names(m, n, names));
-  if (!build_line(m, step, epoch, n, names, values))
+  return cx_metrics_write_tagged(m, step, epoch, 0, NULL, n, names, values);
+}
+
+cx_status cx_metrics_write_tagged(cx_metrics *m, int64_t step, int64_t epoch, int n_tags,
+                                  const cx_metrics_tag *tags, int n, const char *const *names,
+                                  const double *values) {
+  if (n < 0 || (n > 0 && (!names || !values)) || n_tags < 0 || (n_tags > 0 && !tags))
+    return cx_fail(CX_ERR_ARG, "%s: cx_metrics_write needs %d names and values, %d tags",
+                   m->path, n, n_tags);
+  CX_TRY(check_names(m, n_tags, tags, n, names));
+  if (!build_line(m, step, epoch, n_tags, tags, n, names, values))
     return cx_fail(CX_ERR_NOMEM, "%s: out of memory building a metrics line", m->path);
   if (fwrite(m->line, 1, m->len, m->f) != m->len || fflush(m->f) != 0) {
     int e = errno;

@@ -22,13 +22,13 @@ static const char *const train_keys[] = {
     "beta1", "beta2", "eps", "always_adapt", "schedule", "warmup_steps", "warmup_start_factor",
     "min_lr", "step_size", "gamma", "milestones", "pct_start", "div_factor", "final_div_factor",
     "total_steps", "clip_norm", "accum_steps", "label_smoothing", "seed", "checkpoint_every",
-    "log_every", "diagnostics", NULL};
+    "log_every", "diagnostics", "loss_scale", "checkpoint_segments", NULL};
 static const char *const run_keys[] = {"out_dir", "threads", "keep_checkpoints", NULL};
 
 /* Keys left out of the config hash: they change no step's numbers. */
 static const char *const unhashed[] = {"run", "train.epochs", "train.log_every",
                                        "train.checkpoint_every", "train.diagnostics",
-                                       "data.workers", NULL};
+                                       "train.checkpoint_segments", "data.workers", NULL};
 
 /* ---- typed getters with ranges ---- */
 
@@ -289,6 +289,49 @@ static cx_status read_schedule(cx_train_config *c, const cx_toml *t) {
   return read_schedule_keys(t, s, kinds[k]);
 }
 
+/* loss_scale = "none" | "dynamic" | a number (a static scale). */
+static cx_status read_loss_scale(cx_train_config *c, const cx_toml *t) {
+  const cx_toml *n = cx_toml_get(t, "loss_scale");
+  cx_train_opts *o = &c->opts;
+  if (!n) return CX_OK;
+  if (cx_toml_type_of(n) == CX_TOML_STRING) {
+    static const char *const modes[] = {"none", "dynamic", NULL};
+    int m;
+    CX_TRY(get_choice(t, "loss_scale", "none", modes, &m));
+    o->loss_scale_mode = m ? CX_LOSS_SCALE_DYNAMIC : CX_LOSS_SCALE_NONE;
+    return CX_OK;
+  }
+  if (cx_toml_type_of(n) != CX_TOML_INT && cx_toml_type_of(n) != CX_TOML_FLOAT)
+    return cx_toml_fail(n, CX_ERR_FORMAT, "must be \"none\", \"dynamic\" or a number (a static "
+                        "scale)");
+  CX_TRY(get_float(t, "loss_scale", 1, 0, true, 1e38, &o->loss_scaler.scale));
+  o->loss_scale_mode = CX_LOSS_SCALE_STATIC;
+  return CX_OK;
+}
+
+/* checkpoint_segments = "blocks" | ["layer1", "layer2.0", ...] (node-name prefixes). */
+static cx_status read_segments(cx_train_config *c, const cx_toml *t) {
+  const cx_toml *n = cx_toml_get(t, "checkpoint_segments");
+  if (!n) return CX_OK;
+  bool one = cx_toml_type_of(n) == CX_TOML_STRING;
+  if (!one && cx_toml_type_of(n) != CX_TOML_ARRAY)
+    return cx_toml_fail(n, CX_ERR_FORMAT, "must be \"blocks\" or an array of node-name "
+                        "prefixes such as [\"layer1\", \"layer2.0\"]");
+  size_t len = one ? 1 : cx_toml_len(n);
+  c->segments = calloc(len + 1, sizeof *c->segments);
+  if (!c->segments) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  for (size_t i = 0; i < len; i++) {
+    const cx_toml *e = one ? n : cx_toml_at(n, i);
+    CX_TRY(cx_toml_as_string(e, &c->segments[i]));
+    if (!*c->segments[i] || (one && strcmp(c->segments[i], "blocks")))
+      return cx_toml_fail(e, CX_ERR_FORMAT, one ? "a string here must be \"blocks\"; give "
+                          "prefixes as an array" : "an empty prefix");
+  }
+  c->opts.checkpoint_segments = c->segments;
+  c->opts.n_checkpoint_segments = (int)len;
+  return CX_OK;
+}
+
 static cx_status read_train(cx_train_config *c, const cx_toml *t, const char *const *extra) {
   const char *keys[64];
   int n = 0;
@@ -309,6 +352,8 @@ static cx_status read_train(cx_train_config *c, const cx_toml *t, const char *co
                         "(%lld): each step is accum_steps micro-batches of batch / accum_steps",
                         (long long)o->batch_size);
   CX_TRY(get_float(t, "label_smoothing", 0, 0, false, 0.999, &o->label_smoothing));
+  CX_TRY(read_loss_scale(c, t));
+  CX_TRY(read_segments(c, t));
   o->loader.aug.label_smoothing = o->label_smoothing; /* soft targets (mixup, cutmix) */
   int64_t seed;
   CX_TRY(get_int(t, "seed", 1, 0, INT64_MAX, &seed));
@@ -461,6 +506,7 @@ void cx_train_config_free(cx_train_config *c) {
   free(c->train_path);
   free(c->val_path);
   free(c->out_dir);
+  free(c->segments);
   memset(c, 0, sizeof *c);
 }
 

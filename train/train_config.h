@@ -22,6 +22,7 @@ typedef struct cx_train_config {
   int threads;                  /* [run] threads; 0: the OpenMP default */
   int n_mean, n_std;            /* values given in [data] mean and std */
   cx_train_opts opts;           /* paths point into this struct */
+  const char **segments;        /* [train] checkpoint_segments (into doc); owned array */
   /* A hash of the config minus the keys that do not change what a step computes ([run],
    * train.epochs, train.log_every, train.checkpoint_every, train.diagnostics, data.workers), so
    * that a run resumes after an edit of those, and refuses one of anything else. */

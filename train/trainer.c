@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -18,12 +19,14 @@
 #include "diagnose.h"
 #include "grad_clip.h"
 #include "train_graph.h"
+#include "train_profile.h"
 
 cx_train_opts cx_train_defaults(void) {
   cx_train_opts o = {.batch_size = 128, .accum_steps = 1, .epochs = 1, .log_every = 50,
                      .loader = cx_loader_defaults(), .optim = cx_optim_defaults(CX_OPTIM_SGD),
                      .seed = 1, .diagnostics = true, .keep_checkpoints = 2};
   o.schedule = cx_schedule_defaults(CX_SCHEDULE_COSINE, o.optim.lr);
+  o.loss_scaler = cx_loss_scaler_defaults();
   for (int c = 0; c < 4; c++) o.val_aug.std[c] = 1;
   return o;
 }
@@ -63,6 +66,12 @@ typedef struct run {
   cx_diag diag;
   cx_layer_norm *layers;
   int n_layers, *layer_param;
+  /* loss scaling: the scaler, the loss gradient's seed it sets, its checkpointed state */
+  cx_loss_scaler scaler;
+  cx_tensor *loss_seed;
+  double scaler_state[3]; /* scale, good steps, skipped steps */
+  cx_tensor scaler_t;
+  cx_train_profiler prof;
 } run;
 
 /* ---- setup ---- */
@@ -131,10 +140,27 @@ static cx_status list_checkpoint(run *r) {
     r->ck_state_names[k] = cx_optimizer_state_name(r->opt, k);
     r->ck_state[k] = cx_optimizer_state(r->opt, k);
   }
-  cx_shape four = {1, {4}};
+  cx_shape four = {1, {4}}, three = {1, {3}};
   r->win_t = cx_tensor_view(CX_F64, &four, &r->win);
   r->ck_state_names[r->n_ck_state] = "trainer/log_window";
   r->ck_state[r->n_ck_state++] = &r->win_t;
+  if (r->loss_seed) {
+    r->scaler_t = cx_tensor_view(CX_F64, &three, r->scaler_state);
+    r->ck_state_names[r->n_ck_state] = "trainer/loss_scaler";
+    r->ck_state[r->n_ck_state++] = &r->scaler_t;
+  }
+  return CX_OK;
+}
+
+/* Loss scaling seeds backward with the scale: the loss's gradient input "loss@seed". */
+static cx_status open_scaler(run *r) {
+  const cx_train_opts *o = r->o;
+  if (o->loss_scale_mode == CX_LOSS_SCALE_NONE) return CX_OK;
+  r->scaler = o->loss_scaler;
+  CX_TRY(cx_loss_scaler_check(&r->scaler));
+  r->loss_seed = cx_program_tensor(r->train, "loss@seed");
+  if (!r->loss_seed || cx_tensor_numel(r->loss_seed) != 1 || r->loss_seed->dtype != CX_F32)
+    return cx_fail(CX_ERR_ARG, "loss scaling needs a scalar f32 loss named 'loss'");
   return CX_OK;
 }
 
@@ -145,7 +171,9 @@ static cx_status open_program(run *r, const cx_graph *model) {
   if (o->build_graph) CX_TRY(o->build_graph(o->user, model, &g));
   else CX_TRY(cx_train_graph(model, o->label_smoothing, soft ? r->classes : 0, &g));
   cx_compile_opts co = {.batch = r->micro, .training = true, .loss = "loss",
-                        .backend = cx_backend_cpu(), .seed = o->seed};
+                        .backend = cx_backend_cpu(), .seed = o->seed,
+                        .checkpoint_segments = o->checkpoint_segments,
+                        .n_checkpoint_segments = o->n_checkpoint_segments};
   cx_status s = cx_program_compile(g, &co, &r->train);
   cx_graph_free(g);
   if (s != CX_OK) return s;
@@ -153,6 +181,7 @@ static cx_status open_program(run *r, const cx_graph *model) {
   if (!o->quiet) cx_program_print(r->train, r->log);
   CX_TRY(list_params(r));
   CX_TRY(create_optimizer(r));
+  CX_TRY(open_scaler(r));
   return list_checkpoint(r);
 }
 
@@ -174,6 +203,7 @@ static void close_run(run *r) {
   free(r->ck);
   free(r->ck_state_names);
   free(r->ck_state);
+  cx_train_profiler_free(&r->prof);
 }
 
 /* ---- checkpoints ---- */
@@ -251,6 +281,9 @@ static cx_status save_checkpoint(run *r, cx_train_result *res) {
                           .seed = o->seed, .data_seed = o->seed,
                           .rng_counter = cx_program_step(r->train)};
   snprintf(m.config_hash, sizeof m.config_hash, "%s", o->config_hash ? o->config_hash : "");
+  r->scaler_state[0] = r->scaler.scale;
+  r->scaler_state[1] = r->scaler.good_steps;
+  r->scaler_state[2] = (double)r->scaler.skipped;
   char path[4200];
   checkpoint_name(o->checkpoint_dir, r->step, path, sizeof path);
   CX_TRY(cx_checkpoint_save(path, &m, r->n_ck, r->ck_names, (const cx_tensor *const *)r->ck,
@@ -275,7 +308,13 @@ static cx_status restore(run *r) {
     return cx_fail(CX_ERR_ARG, "%s: its data position (epoch %lld, batch %lld) is not one of "
                    "this run (%lld epochs of %lld batches)", o->resume_from, (long long)m.epoch,
                    (long long)m.batch, (long long)o->epochs, (long long)end);
-  cx_optimizer_set_step_count(r->opt, m.step);
+  if (r->loss_seed) {
+    r->scaler.scale = (float)r->scaler_state[0];
+    r->scaler.good_steps = (int)r->scaler_state[1];
+    r->scaler.skipped = (int64_t)r->scaler_state[2];
+  }
+  /* the optimizer counts the updates it made: skipped steps made none */
+  cx_optimizer_set_step_count(r->opt, m.step - r->scaler.skipped);
   cx_program_set_step(r->train, m.rng_counter);
   r->step = r->start_step = m.step;
   r->epoch = m.epoch;
@@ -312,7 +351,9 @@ static cx_status micro_step(run *r, const cx_batch *b, double *loss, cx_eval_sum
   const cx_tensor *logits =
       cx_program_value_tensor(r->train, cx_program_graph(r->train)->outputs[1]);
   cx_logits_score(logits->data, b->size, r->classes, b->labels, acc);
-  return cx_program_backward(r->train);
+  if (r->loss_seed) *(float *)r->loss_seed->data = r->scaler.scale;
+  CX_TRY(cx_program_backward(r->train));
+  return cx_train_profiler_micro(&r->prof, r->train, r->step + 1);
 }
 
 static double norm2(const cx_tensor *t) {
@@ -340,6 +381,26 @@ static void diagnose_gradients(run *r, cx_tensor *const *g, double global, cx_tr
   if (w) note(r, "warning: %s\n", w), res->warnings++;
 }
 
+/* Unscales the gradients (loss scaling) and checks them. Non-finite ones stop training, naming
+ * the op, except under dynamic loss scaling, which skips the step (*skip) and backs off. */
+static cx_status unscale_check(run *r, cx_tensor **g, bool *skip) {
+  bool dynamic = r->o->loss_scale_mode == CX_LOSS_SCALE_DYNAMIC;
+  bool finite = r->loss_seed ? cx_loss_scaler_unscale(&r->scaler, g, r->n_params)
+                             : cx_grads_finite(g, r->n_params);
+  if (dynamic) cx_loss_scaler_update(&r->scaler, finite);
+  *skip = !finite && dynamic && r->scaler.scale >= FLT_MIN;
+  if (finite || *skip) return CX_OK;
+  char where[600];
+  CX_TRY(cx_program_locate_nonfinite(r->train, where, sizeof where));
+  if (dynamic)
+    return cx_fail(CX_ERR_NUMERIC, "the loss scale fell to %g after %lld skipped steps: the "
+                   "gradients are NaN or Inf at any scale (step %lld): %s", r->scaler.scale,
+                   (long long)r->scaler.skipped, (long long)r->step + 1, where);
+  return cx_fail(CX_ERR_NUMERIC, "a gradient became NaN or Inf at step %lld%s: %s",
+                 (long long)r->step + 1, r->loss_seed ? " (static loss scale: lower it, or use "
+                 "\"dynamic\")" : "", where);
+}
+
 static cx_status apply_update(run *r, bool logged, double *grad_norm, float *lr,
                               cx_train_result *res) {
   const cx_train_opts *o = r->o;
@@ -348,18 +409,20 @@ static cx_status apply_update(run *r, bool logged, double *grad_norm, float *lr,
     cx_grad_scale(r->acc, r->n_params, 1.0f / (float)o->accum_steps);
     g = r->acc;
   }
-  if (!cx_grads_finite(g, r->n_params)) {
-    char where[600];
-    CX_TRY(cx_program_locate_nonfinite(r->train, where, sizeof where));
-    return cx_fail(CX_ERR_NUMERIC, "a gradient became NaN or Inf at step %lld: %s",
-                   (long long)r->step + 1, where);
+  bool skip;
+  CX_TRY(unscale_check(r, g, &skip));
+  *lr = cx_schedule_lr(&o->schedule, r->step);
+  if (skip) { /* as GradScaler: no update, but the step (and the schedule) moves on */
+    *grad_norm = INFINITY;
+    return CX_OK;
   }
   if (logged && o->diagnostics)
     diagnose_gradients(r, g, cx_grad_global_norm(g, r->n_params), res);
   *grad_norm = o->clip_norm > 0 ? cx_grad_clip_global_norm(g, r->n_params, o->clip_norm)
                                 : cx_grad_global_norm(g, r->n_params);
-  *lr = cx_schedule_lr(&o->schedule, r->step);
-  return cx_optimizer_step(r->opt, g, *lr);
+  double t0 = now();
+  CX_TRY(cx_optimizer_step(r->opt, g, *lr));
+  return cx_train_profiler_host(&r->prof, CX_TRAIN_PROFILE_OPTIMIZER, t0, now() - t0, r->step + 1);
 }
 
 /* The micro-batches of one optimizer step and the update. */
@@ -369,7 +432,9 @@ static cx_status train_step(run *r, bool logged, double *gnorm, float *lr, cx_tr
   double loss_sum = 0;
   for (int m = 0; m < o->accum_steps; m++) {
     cx_batch b;
+    double t0 = now();
     CX_TRY(cx_loader_next(r->loader, &b));
+    CX_TRY(cx_train_profiler_host(&r->prof, CX_TRAIN_PROFILE_DATA, t0, now() - t0, r->step + 1));
     if (r->step == r->start_step && m == 0) CX_TRY(cx_check_model_input(
         cx_program_graph(r->train), &b, o->train_path));
     double loss;
@@ -421,9 +486,12 @@ static void progress(run *r, const cx_train_step_info *s) {
     r->bar_open = true;
   } else {
     fprintf(r->log, "epoch %lld step %lld/%lld  loss %.4f  acc %.1f%%  lr %.4g  |g| %.3g  "
-            "%.0f img/s  (data wait %.0f%%)  ETA %s\n", (long long)s->epoch, (long long)s->step,
+            "%.0f img/s  (data wait %.0f%%)  ETA %s", (long long)s->epoch, (long long)s->step,
             (long long)r->total, s->loss, s->accuracy, s->lr, s->grad_norm, s->images_per_s,
             wait, eta);
+    if (s->loss_scale > 0)
+      fprintf(r->log, "  loss scale %g (%lld skipped)", s->loss_scale, (long long)s->skipped_steps);
+    fputc('\n', r->log);
   }
   fflush(r->log);
 }
@@ -438,7 +506,9 @@ static void log_step(run *r, double gnorm, float lr, cx_train_result *res) {
                           .images_per_s = r->images_log / (t - r->t_log),
                           .data_wait_s = wait - r->wait_log,
                           .compute_s = t - r->t_log - (wait - r->wait_log),
-                          .peak_memory_mb = peak_memory_mb()};
+                          .peak_memory_mb = peak_memory_mb(),
+                          .loss_scale = r->loss_seed ? r->scaler.scale : 0,
+                          .skipped_steps = r->scaler.skipped};
   progress(r, &s);
   if (o->on_step) o->on_step(o->user, &s);
   if (o->diagnostics) {
@@ -498,9 +568,16 @@ static cx_status train_epoch(run *r, cx_train_result *res, bool *stopped) {
     bool logged = (r->step + 1) % o->log_every == 0 || last;
     double gnorm = 0;
     float lr = 0;
+    CX_TRY(cx_train_profiler_begin(&r->prof, r->train, r->step + 1));
     CX_TRY(train_step(r, logged, &gnorm, &lr, res));
     if (logged) log_step(r, gnorm, lr, res);
     *stopped = stop_now(r);
+    bool final = *stopped || r->step == r->total;
+    if (r->bar_open && r->prof.on && (final || r->step >= r->prof.last)) { /* the table below */
+      fputc('\n', r->log);
+      r->bar_open = false;
+    }
+    CX_TRY(cx_train_profiler_end(&r->prof, r->train, r->step, final, r->log));
     if (*stopped || (o->checkpoint_every > 0 && r->step % o->checkpoint_every == 0))
       CX_TRY(save_checkpoint(r, res));
     if (*stopped) return CX_OK;
@@ -523,6 +600,8 @@ static cx_status train_epochs(run *r, cx_graph *model, cx_train_result *res) {
   }
   if (r->bar_open) fputc('\n', r->log);
   res->steps = r->step;
+  res->skipped_steps = r->scaler.skipped;
+  res->loss_scale = r->loss_seed ? r->scaler.scale : 0;
   res->seconds = now() - r->t_start;
   res->data_wait_s = cx_loader_wait_seconds(r->loader);
   if (!res->stopped) CX_TRY(save_checkpoint(r, res));
@@ -570,6 +649,9 @@ cx_status cx_train(cx_graph *model, const cx_train_opts *given, cx_train_result 
   r.diag.classes = r.classes;
   if (s == CX_OK) s = open_program(&r, model);
   if (s == CX_OK && o.resume_from) s = restore(&r);
+  r.prof = (cx_train_profiler){.trace_path = o.profile_trace, .json_path = o.profile_json,
+                               .top = o.profile_top};
+  cx_train_profiler_init(&r.prof, o.profile_after, o.profile_steps, r.start_step, r.total);
   res->resumed_step = r.start_step;
   res->total_steps = r.total;
   if (s == CX_OK) s = train_epochs(&r, model, res);

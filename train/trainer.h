@@ -8,6 +8,7 @@
 
 struct cx_program;
 #include "../data/data.h"
+#include "loss_scale.h"
 #include "optim.h"
 #include "schedule.h"
 
@@ -28,6 +29,8 @@ typedef struct cx_train_step_info {
   double loss, lr, grad_norm, accuracy;
   double images_per_s, data_wait_s, compute_s; /* since the previous logged step */
   double peak_memory_mb;                       /* the process's peak resident memory */
+  double loss_scale;      /* the loss scale after this step; 0 when the loss is not scaled */
+  int64_t skipped_steps;  /* steps skipped for overflow so far (dynamic loss scaling) */
 } cx_train_step_info;
 
 typedef struct cx_train_opts {
@@ -42,6 +45,15 @@ typedef struct cx_train_opts {
   cx_schedule schedule;                /* lr: the base rate; total_steps 0: the whole run */
   float clip_norm;                     /* 0: no clipping */
   float label_smoothing;
+  /* Loss scaling (docs/training.md): the loss gradient is seeded with the scale instead of 1 and
+   * the gradients are unscaled before clipping. STATIC uses loss_scaler.scale throughout (an
+   * overflow stops training, naming the op); DYNAMIC starts there and follows loss_scaler's
+   * rules, skipping the optimizer update of a step whose gradients overflowed. */
+  cx_loss_scale_mode loss_scale_mode;
+  cx_loss_scaler loss_scaler;
+  /* Gradient checkpointing: node-name prefixes, or the one entry "blocks" (cx_compile_opts). */
+  const char *const *checkpoint_segments;
+  int n_checkpoint_segments;
   uint64_t seed;
   int threads;                         /* OpenMP threads for compute; 0: leave as set */
   int log_every;                       /* steps between logged steps; 0: 50 */
@@ -59,6 +71,13 @@ typedef struct cx_train_opts {
   const char *resume_from;             /* a checkpoint to continue from; NULL: a fresh start */
   int64_t stop_after;                  /* stop with a checkpoint at this step; 0: never */
   const volatile sig_atomic_t *interrupt; /* set by a signal handler: the same, after this step */
+  /* Profiling (train/train_profile.h): after profile_after steps of this run, profile_steps
+   * steps (0: off) run with per-node timings; then the per-op and per-node tables (forward,
+   * backward, waiting for data, optimizer) go to the log, the Chrome trace to profile_trace and
+   * the tables as JSON to profile_json (either may be NULL). */
+  int64_t profile_after, profile_steps;
+  const char *profile_trace, *profile_json;
+  int profile_top;                     /* rows of the per-node table; 0: all */
   /* Stages that train with another loss (distillation) build the training graph themselves —
    * it must take "input", have a scalar output "loss" first and the logits second — and feed
    * their extra inputs before each micro-batch's forward pass. NULL: cx_train_graph, no feed. */
@@ -78,6 +97,8 @@ typedef struct cx_train_result {
   double seconds, images_per_s, data_wait_s, final_loss;
   cx_eval_result val;                  /* the last evaluation (n 0: none) */
   char checkpoint[4200];               /* the last checkpoint written ("" if none) */
+  int64_t skipped_steps;               /* dynamic loss scaling: steps skipped for overflow */
+  double loss_scale;                   /* the final loss scale; 0 when not scaled */
   int warnings;                        /* diagnostics given */
 } cx_train_result;
 

@@ -142,7 +142,7 @@ static void bn_train_channel(const cx_kernel_args *a, bn_dims d, int64_t c, floa
     plane_affine(x + (n * d.c + c) * d.s, y + (n * d.c + c) * d.s, d.s, k, b);
   cx_f32(&a->out[1])[c] = mean;
   cx_f32(&a->out[2])[c] = invstd;
-  if (a->training) {
+  if (a->training && !a->recompute) { /* a recomputation saw this batch already */
     float mom = cx_node_float(a->node, "momentum", 0.9f);
     double unbiased = m > 1 ? var * m / (m - 1) : var;
     float *rm = cx_f32(&a->in[3]), *rv = cx_f32(&a->in[4]);

@@ -206,7 +206,7 @@ static void train_finish(const cx_kernel_args *a, const bn_scratch *s, int64_t c
   s->b[c] = cx_f32(&a->in[2])[c] - mean * s->k[c];
   cx_f32(&a->out[1])[c] = mean;
   cx_f32(&a->out[2])[c] = invstd;
-  if (a->training) {
+  if (a->training && !a->recompute) { /* a recomputation saw this batch already */
     float mom = cx_node_float(a->node, "momentum", 0.9f);
     double unbiased = m > 1 ? var * m / (m - 1) : var;
     float *rm = cx_f32(&a->in[3]), *rv = cx_f32(&a->in[4]);

@@ -1,0 +1,212 @@
+/* Loss scaling in the trainer (docs/training.md): scaling by a power of two changes no parameter;
+ * a forced overflow (the scale started at 2^127 on inputs with large values) skips the step,
+ * leaves the parameters alone and halves the scale each time until training proceeds; a run
+ * resumed from a checkpoint taken among the skipped steps ends bit for bit as an uninterrupted
+ * one. A tiny synthetic data set, so the test is fast. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../data/data.h"
+#include "../train/trainer.h"
+#include "op_check.h"
+
+enum { N = 64, SIDE = 8, K = 4, BATCH = 8 };
+
+static int fails;
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fails++;                                                                                     \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
+      printf(__VA_ARGS__);                                                                         \
+      printf("\n");                                                                                \
+    }                                                                                              \
+  } while (0)
+
+static char dir[64], data_path[128];
+
+static void make_data(void) {
+  snprintf(data_path, sizeof data_path, "%s/set.h5", dir);
+  cx_dataset_meta m = {.h = SIDE, .w = SIDE, .c = 1, .num_classes = K, .source = "test"};
+  cx_dataset_writer *w;
+  if (cx_dataset_writer_create(data_path, &m, &w) != CX_OK) return;
+  uint8_t img[SIDE * SIDE];
+  for (int64_t i = 0; i < N; i++) {
+    int64_t label = i % K;
+    for (int k = 0; k < SIDE * SIDE; k++)
+      img[k] = (uint8_t)((k * 37 + i * 11 + (k % SIDE < 2 * label ? 90 : 0)) % 256);
+    cx_dataset_writer_append(w, "", img, &label, 1);
+  }
+  CHECK(cx_dataset_writer_finish(w) == CX_OK, "writing the set: %s", cx_last_error());
+}
+
+/* conv 3x3 - relu - global pool - linear: no normalisation, so large inputs give large
+ * gradients (what makes 2^127 overflow). */
+static cx_graph *model(void) {
+  cx_graph *g = cx_graph_new();
+  int x = cx_graph_input(g, "input", CX_F32, &S(-1, 1, SIDE, SIDE));
+  int w = oc_param(g, "conv.weight", &S(6, 1, 3, 3), -0.3f, 0.3f, 1);
+  int fw = oc_param(g, "fc.weight", &S(K, 6), -0.4f, 0.4f, 2);
+  int fb = oc_param(g, "fc.bias", &S(K), -0.1f, 0.1f, 3);
+  int y = cx_graph_op(g, "Conv", "conv", (int[]){x, w}, 2);
+  cx_node_set_ints(g, g->n_nodes - 1, "pads", (int64_t[]){1, 1, 1, 1}, 4);
+  y = cx_graph_op(g, "Relu", "relu", &y, 1);
+  y = cx_graph_op(g, "GlobalAveragePool", "pool", &y, 1);
+  y = cx_graph_op(g, "Flatten", "flatten", &y, 1);
+  y = cx_graph_op(g, "Gemm", "fc", (int[]){y, fw, fb}, 3);
+  cx_node_set_int(g, g->n_nodes - 1, "transB", 1);
+  cx_graph_mark_output(g, y);
+  return g;
+}
+
+/* Per logged step (every step): the scale and the skipped count. */
+typedef struct trace {
+  int n;
+  double scale[64];
+  int64_t skipped[64];
+} trace;
+
+static void on_step(void *user, const cx_train_step_info *s) {
+  trace *t = user;
+  if (t->n < 64) t->scale[t->n] = s->loss_scale, t->skipped[t->n++] = s->skipped_steps;
+}
+
+static cx_train_opts opts(cx_loss_scale_mode mode, float scale, float std, trace *t) {
+  cx_train_opts o = cx_train_defaults();
+  o.train_path = data_path;
+  o.batch_size = BATCH;
+  o.epochs = 2;
+  o.optim = cx_optim_defaults(CX_OPTIM_ADAMW); /* counts its updates: bias correction */
+  o.schedule = cx_schedule_defaults(CX_SCHEDULE_COSINE, 1e-2f);
+  o.loader.aug.mean[0] = 0.5f;
+  o.loader.aug.std[0] = std;
+  o.loss_scale_mode = mode;
+  o.loss_scaler.scale = scale;
+  o.quiet = true;
+  o.diagnostics = false;
+  o.log_every = 1;
+  o.on_step = t ? on_step : NULL;
+  o.user = t;
+  return o;
+}
+
+static cx_status train(cx_graph *g, const cx_train_opts *o, cx_train_result *r) {
+  cx_status s = cx_train(g, o, r);
+  if (s != CX_OK) printf("train: %s\n", cx_last_error());
+  return s;
+}
+
+/* Largest relative difference over the parameters of two graphs. */
+static double param_diff(const cx_graph *a, const cx_graph *b) {
+  double worst = 0;
+  for (int v = 0; v < a->n_values; v++) {
+    if (a->values[v].kind != CX_VALUE_PARAM) continue;
+    const float *x = a->values[v].init, *y = b->values[v].init;
+    for (int64_t i = 0; i < cx_shape_numel(&a->values[v].shape); i++) {
+      double d = fabs((double)x[i] - y[i]) / fmax(fmax(fabs(x[i]), fabs(y[i])), 1e-6);
+      if (!(d <= worst)) worst = d;
+    }
+  }
+  return worst;
+}
+
+static void test_power_of_two(void) {
+  cx_graph *plain = model(), *fixed = model(), *dyn = model(), *init = model();
+  cx_train_result r;
+  cx_train_opts o = opts(CX_LOSS_SCALE_NONE, 1, 0.3f, NULL);
+  bool ok = train(plain, &o, &r) == CX_OK;
+  o = opts(CX_LOSS_SCALE_STATIC, 1024, 0.3f, NULL);
+  ok = ok && train(fixed, &o, &r) == CX_OK;
+  o = opts(CX_LOSS_SCALE_DYNAMIC, 65536, 0.3f, NULL);
+  ok = ok && train(dyn, &o, &r) == CX_OK;
+  CHECK(ok && r.skipped_steps == 0 && r.loss_scale == 65536, "dynamic: %lld skipped, scale %g",
+        (long long)r.skipped_steps, r.loss_scale);
+  CHECK(ok && param_diff(plain, init) > 1e-3, "training changed nothing");
+  double d1 = param_diff(plain, fixed), d2 = param_diff(plain, dyn);
+  printf("power-of-two scales: parameters differ by %g (static 1024), %g (dynamic 2^16)\n", d1,
+         d2);
+  CHECK(ok && d1 <= 1e-6 && d2 <= 1e-6, "scaled runs differ from the plain one");
+  cx_graph_free(plain);
+  cx_graph_free(fixed);
+  cx_graph_free(dyn);
+  cx_graph_free(init);
+}
+
+static void test_overflow_skips(void) {
+  const float start = ldexpf(1, 127);
+  cx_graph *g = model(), *init = model();
+  cx_train_result r;
+  cx_train_opts o = opts(CX_LOSS_SCALE_DYNAMIC, start, 1e-3f, NULL);
+  o.stop_after = 1;
+  bool ok = train(g, &o, &r) == CX_OK;
+  CHECK(ok && r.steps == 1 && r.skipped_steps == 1 && r.loss_scale == ldexp(1, 126),
+        "first step: %lld steps, %lld skipped, scale %g", (long long)r.steps,
+        (long long)r.skipped_steps, r.loss_scale);
+  CHECK(ok && param_diff(g, init) == 0, "a skipped step changed the parameters");
+  cx_graph_free(g);
+
+  trace t = {0};
+  g = model();
+  o = opts(CX_LOSS_SCALE_DYNAMIC, start, 1e-3f, &t);
+  ok = train(g, &o, &r) == CX_OK;
+  int64_t k = r.skipped_steps;
+  printf("from 2^127: %lld of %lld steps skipped, final scale 2^%d\n", (long long)k,
+         (long long)r.steps, ilogb(r.loss_scale));
+  CHECK(ok && k >= 2 && r.steps - k >= 4, "%lld of %lld steps skipped", (long long)k,
+        (long long)r.steps);
+  CHECK(ok && r.loss_scale == ldexp(1, 127 - (int)k), "scale %g after %lld skips", r.loss_scale,
+        (long long)k);
+  for (int i = 0; ok && i < t.n; i++) { /* halving while skipping, then steady */
+    int64_t want = i < k ? i + 1 : k;
+    CHECK(t.skipped[i] == want && t.scale[i] == ldexp(1, 127 - (int)want),
+          "step %d: %lld skipped, scale %g", i + 1, (long long)t.skipped[i], t.scale[i]);
+  }
+  CHECK(ok && param_diff(g, init) > 1e-3, "training did not proceed after the skips");
+  cx_graph_free(g);
+  cx_graph_free(init);
+}
+
+/* Stopped after 2 steps (both skipped) and resumed: the scaler and the optimizer's update count
+ * come back, so the end is the same bit for bit. */
+static void test_resume(void) {
+  const float start = ldexpf(1, 127);
+  cx_graph *whole = model(), *parts = model();
+  cx_train_result r1, r2;
+  char ck[128], last[4200];
+  snprintf(ck, sizeof ck, "%s/ck", dir);
+  cx_train_opts o = opts(CX_LOSS_SCALE_DYNAMIC, start, 1e-3f, NULL);
+  bool ok = train(whole, &o, &r1) == CX_OK;
+  o.checkpoint_dir = ck;
+  o.stop_after = 2;
+  ok = ok && train(parts, &o, &r2) == CX_OK;
+  o.stop_after = 0;
+  snprintf(last, sizeof last, "%s", r2.checkpoint); /* cx_train clears r2 first */
+  o.resume_from = last;
+  ok = ok && train(parts, &o, &r2) == CX_OK;
+  CHECK(ok && r2.resumed_step == 2 && r2.skipped_steps == r1.skipped_steps &&
+        r2.loss_scale == r1.loss_scale, "resumed: from %lld, %lld skipped, scale %g; whole run: "
+        "%lld skipped, scale %g", (long long)r2.resumed_step, (long long)r2.skipped_steps,
+        r2.loss_scale, (long long)r1.skipped_steps, r1.loss_scale);
+  CHECK(ok && param_diff(whole, parts) == 0, "resumed parameters differ by %g",
+        param_diff(whole, parts));
+  cx_graph_free(whole);
+  cx_graph_free(parts);
+}
+
+int main(void) {
+  snprintf(dir, sizeof dir, "/tmp/cx_scale_XXXXXX");
+  if (!mkdtemp(dir)) return printf("mkdtemp failed\n"), 1;
+  make_data();
+  test_power_of_two();
+  test_overflow_skips();
+  test_resume();
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) printf("could not remove %s\n", dir);
+  if (fails) printf("%d check(s) failed\n", fails);
+  else printf("test_train_scale: all passed\n");
+  return fails ? 1 : 0;
+}
