@@ -37,6 +37,20 @@ typedef struct cx_kernel_args {
   cx_stream *stream;
 } cx_kernel_args;
 
+/* Memory layouts a kernel accepts besides plain row-major (cx_kernel.layouts). Only 4-D
+ * activations are ever made channels-last (core/layout.c), so these speak of 4-D arguments. */
+enum {
+  /* each 4-D argument may independently be channels-last (Conv, ConvGrad through oneDNN) */
+  CX_LAYOUT_ANY = 1 << 0,
+  /* channels-last when all its 4-D arguments with more than one pixel share it (BN, pooling);
+   * arguments of other ranks (per-channel vectors) are indexed by channel as usual */
+  CX_LAYOUT_SHARED = 1 << 1,
+  /* element-wise and broadcast/reduce-to: as SHARED, and only where the arguments whose layout
+   * matters have one 4-D shape and the rest a moot one (one channel or one pixel: scalars,
+   * [N,C,1,1], [W]); other broadcasting operands keep the node plain */
+  CX_LAYOUT_ELTWISE = 1 << 2,
+};
+
 typedef struct cx_kernel {
   const char *op;
   /* Optional. Called once at compile time with the tensors' shapes (data pointers not yet valid):
@@ -44,6 +58,7 @@ typedef struct cx_kernel {
   cx_status (*prepare)(const cx_kernel_args *a, void **state, size_t *scratch_bytes);
   cx_status (*run)(const cx_kernel_args *a);
   void (*release)(void *state);
+  unsigned layouts; /* CX_LAYOUT_* flags; 0: plain arguments only */
 } cx_kernel;
 
 typedef struct cx_backend {

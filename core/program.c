@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "autodiff.h"
+#include "layout.h"
 #include "op.h"
 #include "plan.h"
 #include "recompute.h"
@@ -29,6 +30,7 @@ struct cx_program {
   cx_buffer_info *bufs;
   int n_bufs;
   int n_params;
+  int n_channels_last; /* values the layout pass made channels-last */
   int *param_value, *grad_value; /* by parameter index */
   int *grad_ready_at;            /* by parameter: node after which its gradient is final */
   cx_grad_ready_fn hook;
@@ -322,16 +324,38 @@ static cx_kernel_args node_args(const cx_program *p, int i) {
                           .recompute = p->key_node && p->key_node[i] != i};
 }
 
-static void bind_node_tensors(cx_program *p) {
+static void fill_node_tensors(cx_program *p) {
   cx_graph *g = p->g;
-  p->node_in = calloc((size_t)g->n_nodes + 1, sizeof *p->node_in);
   for (int i = 0; i < g->n_nodes; i++) {
     const cx_node *n = &g->nodes[i];
-    p->node_in[i] = calloc((size_t)(n->n_in + n->n_out) + 1, sizeof(cx_tensor));
     for (int k = 0; k < n->n_in; k++)
       if (n->in[k] >= 0) p->node_in[i][k] = p->t[n->in[k]];
     for (int k = 0; k < n->n_out; k++) p->node_in[i][n->n_in + k] = p->t[n->out[k]];
   }
+}
+
+static void bind_node_tensors(cx_program *p) {
+  cx_graph *g = p->g;
+  p->node_in = calloc((size_t)g->n_nodes + 1, sizeof *p->node_in);
+  for (int i = 0; i < g->n_nodes; i++)
+    p->node_in[i] = calloc((size_t)(g->nodes[i].n_in + g->nodes[i].n_out) + 1, sizeof(cx_tensor));
+  fill_node_tensors(p);
+}
+
+/* Channels-last activations where every kernel touching them accepts it (core/layout.h); graph
+ * outputs and persistent values stay plain, so callers only ever see plain tensors. */
+static void choose_layouts(cx_program *p) {
+  const cx_graph *g = p->g;
+  bool *pinned = calloc((size_t)g->n_values + 1, sizeof(bool));
+  if (!pinned || !cx_layout_enabled()) {
+    free(pinned);
+    return;
+  }
+  for (int v = 0; v < g->n_values; v++) pinned[v] = is_persistent(p, v);
+  for (int k = 0; k < g->n_outputs; k++) pinned[g->outputs[k]] = true;
+  p->n_channels_last = cx_layout_assign(g, p->kernel, pinned, p->t);
+  free(pinned);
+  if (p->n_channels_last) fill_node_tensors(p);
 }
 
 /* Gradient checkpointing: plans the arena as it would be without (for the report), then clones
@@ -411,6 +435,7 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
   bind_node_tensors(p);
   find_key_nodes(p);
   CX_TRY(find_kernels(p));
+  choose_layouts(p);
   CX_TRY(prepare_kernels(p));
   find_grad_ready(p);
   return CX_OK;
@@ -581,6 +606,8 @@ int cx_program_forward_nodes(const cx_program *p) { return p->n_fwd; }
 
 const cx_tensor *cx_program_value_tensor(const cx_program *p, int value) { return &p->t[value]; }
 
+int cx_program_channels_last_count(const cx_program *p) { return p->n_channels_last; }
+
 void cx_program_print(const cx_program *p, FILE *f) {
   const cx_memory_plan *m = &p->mem;
   fprintf(f, "program: %d forward + %d backward nodes, %d parameters\n", p->n_fwd,
@@ -588,6 +615,8 @@ void cx_program_print(const cx_program *p, FILE *f) {
   fprintf(f, "memory: arena %.2f MiB (%.2f MiB without reuse, %d buffers), persistent %.2f MiB, "
              "scratch %.2f MiB\n", m->arena_bytes / 1048576.0, m->unplanned_bytes / 1048576.0,
           m->n_buffers, m->persistent_bytes / 1048576.0, m->scratch_bytes / 1048576.0);
+  if (p->n_channels_last)
+    fprintf(f, "layout: %d activations channels-last\n", p->n_channels_last);
   if (m->recomputed_nodes)
     fprintf(f, "gradient checkpointing: %d forward nodes recomputed in backward; arena %.2f MiB "
                "instead of %.2f MiB\n", m->recomputed_nodes, m->arena_bytes / 1048576.0,

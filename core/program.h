@@ -78,8 +78,11 @@ int cx_program_buffers(const cx_program *p, const cx_buffer_info **out);
 /* The compiled graph (forward and backward nodes, in schedule order). */
 const cx_graph *cx_program_graph(const cx_program *p);
 int cx_program_forward_nodes(const cx_program *p);
-/* The tensor of value id `value` of the compiled graph. */
+/* The tensor of value id `value` of the compiled graph. Intermediate activations may be
+ * channels-last (cx_tensor_is_channels_last); inputs, outputs and parameters are always plain. */
 const cx_tensor *cx_program_value_tensor(const cx_program *p, int value);
+/* How many values the layout pass made channels-last (0 under CX_LAYOUT=plain). */
+int cx_program_channels_last_count(const cx_program *p);
 void cx_program_print(const cx_program *p, FILE *f);
 
 /* Per-node timing (seconds), kept while profiling is on; indexed like cx_program_graph's nodes. */

@@ -72,3 +72,30 @@ bool cx_tensor_is_contiguous(const cx_tensor *t) {
   }
   return true;
 }
+
+static void channels_last_strides(const cx_tensor *t, int64_t st[4]) {
+  const int64_t *d = t->shape.d, e = (int64_t)cx_dtype_size(t->dtype);
+  st[1] = e;
+  st[3] = d[1] * e;
+  st[2] = d[3] * st[3];
+  st[0] = d[2] * st[2];
+}
+
+bool cx_tensor_is_channels_last(const cx_tensor *t) {
+  if (t->shape.ndim != 4) return false;
+  int64_t st[4];
+  channels_last_strides(t, st);
+  for (int i = 0; i < 4; i++)
+    if (t->shape.d[i] != 1 && t->strides[i] != st[i]) return false;
+  return true;
+}
+
+cx_tensor cx_tensor_channels_last_view(const cx_tensor *t) {
+  cx_tensor r = *t;
+  if (t->shape.ndim == 4) channels_last_strides(t, r.strides);
+  return r;
+}
+
+bool cx_tensor_nhwc(const cx_tensor *t) {
+  return cx_tensor_is_channels_last(t) && !cx_tensor_is_contiguous(t);
+}

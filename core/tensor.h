@@ -46,4 +46,14 @@ int64_t cx_tensor_numel(const cx_tensor *t);
 size_t cx_tensor_nbytes(const cx_tensor *t);
 bool cx_tensor_is_contiguous(const cx_tensor *t);
 
+/* Channels-last (NHWC) 4-D tensors keep their logical NCHW shape; only the byte strides say that C
+ * varies fastest: C = elem, W = C*elem, H = W*C*elem, N = H*W*C*elem. Same size as the plain view,
+ * so a buffer can be either. A tensor with H*W == 1 (or C == 1) is both plain and channels-last. */
+bool cx_tensor_is_channels_last(const cx_tensor *t);
+/* The same data and shape viewed channels-last; t must be 4-D. */
+cx_tensor cx_tensor_channels_last_view(const cx_tensor *t);
+/* 4-D, channels-last strides, and not also plain (H*W > 1 and C > 1): the kernels' test for
+ * taking their NHWC path. */
+bool cx_tensor_nhwc(const cx_tensor *t);
+
 #endif

@@ -233,16 +233,16 @@ static cx_status run_act_grad(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_activation[] = {
-    {"Relu", NULL, run_act, NULL},
-    {"LeakyRelu", NULL, run_act, NULL},
-    {"Clip", NULL, run_act, NULL},
-    {"Sigmoid", NULL, run_act, NULL},
-    {"HardSigmoid", NULL, run_act, NULL},
-    {"HardSwish", NULL, run_act, NULL},
-    {"Tanh", NULL, run_act, NULL},
-    {"Exp", NULL, run_act, NULL},
-    {"Log", NULL, run_act, NULL},
-    {"Sqrt", NULL, run_act, NULL},
-    {"ActivationGrad", NULL, run_act_grad, NULL},
-    {NULL, NULL, NULL, NULL},
+    {"Relu", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"LeakyRelu", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"Clip", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"Sigmoid", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"HardSigmoid", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"HardSwish", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"Tanh", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"Exp", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"Log", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"Sqrt", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"ActivationGrad", NULL, run_act_grad, NULL, CX_LAYOUT_ELTWISE},
+    {NULL, NULL, NULL, NULL, 0},
 };

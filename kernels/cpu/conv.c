@@ -1,3 +1,4 @@
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -5,21 +6,27 @@
 #include "cpu.h"
 #include "dnnl_util.h"
 
-/* Conv and ConvGrad on the CPU: oneDNN primitives built once in prepare, except depthwise 3x3 which
- * takes the hand-written path in conv_depthwise.c.
+/* Conv and ConvGrad on the CPU: oneDNN primitives built once in prepare, except depthwise 3x3 on
+ * plain tensors which takes the hand-written path in conv_depthwise.c.
  *
- * Program buffers are plain NCHW / (g)OIHW. On plain layouts oneDNN 2.6 falls back to im2col + GEMM,
- * so where its blocked layouts pay (see use_blocked) the primitive is built with format `any` and
- * each argument is reordered through a scratch buffer: before the primitive for inputs, after it
- * for outputs. Those buffers and oneDNN's own scratchpad are the kernel's scratch.
+ * Activations come plain NCHW or channels-last (the layout pass, core/layout.c), each argument on
+ * its own (CX_LAYOUT_ANY); weights are plain (g)OIHW. Channels-last activations are handed to an
+ * NHWC primitive as they are. On plain layouts oneDNN 2.6 falls back to im2col + GEMM, so where its
+ * blocked layouts pay (see choose_fmt) the primitive is built with format `any` and each argument
+ * is reordered through a scratch buffer: before the primitive for inputs, after it for outputs.
+ * Those buffers and oneDNN's own scratchpad are the kernel's scratch.
  *
  * bf16 autocast (precision BF16) rides on the same reorders: the primitive reads bf16 and writes
  * f32 (see conv_types_for), so the reorder into scratch also rounds. The hand-written depthwise
- * path stays f32.
+ * paths stay f32.
  *
  * Environment knobs, for benchmarks and for testing the other paths:
  *   CX_CONV_DEPTHWISE=dnnl | c    depthwise 3x3 through oneDNN / through the portable C loops
- *   CX_CONV_LAYOUT=plain | blocked   oneDNN on plain layouts / always through blocked layouts */
+ *   CX_CONV_LAYOUT=plain | blocked   oneDNN on the buffers' layouts / always through blocked ones
+ *   CX_CONV_NHWC=blocked          channels-last activations through blocked layouts, not NHWC
+ *   CX_CONV_DW_NHWC=c | dnnl      channels-last depthwise 3x3 weight gradients always / never
+ *                                 through conv_depthwise_nhwc.c (default: where oneDNN has no
+ *                                 depthwise kernel for the shape) */
 
 /* ---- one oneDNN primitive with its arguments --------------------------------------------------- */
 
@@ -145,8 +152,22 @@ static cx_status exec_run(const conv_exec *e, const cx_kernel_args *a) {
 
 /* ---- descriptors ------------------------------------------------------------------------------- */
 
+/* The program's layouts (u_*: plain NCHW / (g)OIHW, or channels-last for activations the layout
+ * pass made so) and what the primitive is asked for. */
+typedef struct conv_mds {
+  dnnl_memory_desc_t src, wei, dst, u_src, u_wei, u_dst, bias;
+  dnnl_dims_t strides, dilates, pad_l, pad_r;
+} conv_mds;
+
+/* How the primitive's src / dst / weights are laid out:
+ *   PLAIN    as the program's buffers (plain NCHW: im2col + GEMM, fine for wide 1x1)
+ *   BLOCKED  `any` for all three (oneDNN picks nChw16c...), reordered through scratch
+ *   NHWC     nhwc src and dst, `any` weights: channels-last activations are read and written in
+ *            place (only the small weights are reordered), as PyTorch's channels_last does */
+typedef enum { FMT_PLAIN, FMT_BLOCKED, FMT_NHWC } conv_fmt;
+
 /* Data types of a primitive's src, weights and dst (or their diffs); the bias is always f32.
- * plain: keep the program's plain layouts whatever use_blocked says. */
+ * plain: plain layouts where blocked ones would be chosen. */
 typedef struct conv_types {
   dnnl_data_type_t src, wei, dst;
   bool plain;
@@ -169,46 +190,63 @@ static conv_types conv_types_for(cx_precision p, conv_dir dir, const cx_conv_geo
                       .plain = in == dnnl_bf16 && dir == CONV_WRITES_WEI && strided};
 }
 
-/* The program's plain f32 layouts (u_*) and what the primitive is asked for: the same layout or
- * `any`, in the data types of conv_types. */
-typedef struct conv_mds {
-  dnnl_memory_desc_t src, wei, dst, u_src, u_wei, u_dst, bias;
-  dnnl_dims_t strides, dilates, pad_l, pad_r;
-} conv_mds;
+/* The activation tensors one primitive reads or writes in src and dst roles (X or dX, Y or dY). */
+typedef struct conv_io {
+  const cx_tensor *src, *dst, *wei;
+} conv_io;
 
 /* Blocked layouts win where im2col + GEMM is poor: kernels larger than 1x1, and 1x1 kernels on few
  * channels both ways. A 1x1 convolution with 64 or more channels on either side is a good GEMM
- * already, and the reorders would only add traffic (measured with bench/bench_conv). */
-static bool use_blocked(const cx_conv_geom *g) {
-  const char *force = getenv("CX_CONV_LAYOUT");
-  if (force && strcmp(force, "plain") == 0) return false;
-  if (force && strcmp(force, "blocked") == 0) return true;
-  return g->kh * g->kw > 1 || (g->c_in / g->group < 64 && g->c_out / g->group < 64);
+ * already, and the reorders would only add traffic (measured with bench/bench_conv). Channels-last
+ * activations go NHWC: oneDNN 2.6 has jit kernels for it, and no reorders are needed.
+ * CX_CONV_NHWC=blocked sends them through blocked layouts instead (to measure). */
+static conv_fmt choose_fmt(const cx_conv_geom *g, const conv_io *io) {
+  const char *force = getenv("CX_CONV_LAYOUT"), *nhwc_as = getenv("CX_CONV_NHWC");
+  if (force && strcmp(force, "plain") == 0) return FMT_PLAIN;
+  if (force && strcmp(force, "blocked") == 0) return FMT_BLOCKED;
+  if (cx_tensor_nhwc(io->src) || cx_tensor_nhwc(io->dst))
+    return nhwc_as && strcmp(nhwc_as, "blocked") == 0 ? FMT_BLOCKED : FMT_NHWC;
+  return g->kh * g->kw > 1 || (g->c_in / g->group < 64 && g->c_out / g->group < 64) ? FMT_BLOCKED
+                                                                                    : FMT_PLAIN;
+}
+
+/* An activation's tag. Under NHWC a tensor whose layout is moot (one channel, one pixel) is
+ * described as nhwc too, so that it needs no reorder. */
+static dnnl_format_tag_t act_tag(const cx_tensor *t, conv_fmt f) {
+  bool cl = f == FMT_NHWC ? cx_tensor_is_channels_last(t) : cx_tensor_nhwc(t);
+  return cl ? dnnl_nhwc : dnnl_nchw;
+}
+
+static dnnl_format_tag_t prim_tag(conv_fmt f, dnnl_format_tag_t user, bool act) {
+  if (f == FMT_BLOCKED || (f == FMT_NHWC && !act)) return dnnl_format_tag_any;
+  return f == FMT_NHWC ? dnnl_nhwc : user;
 }
 
 static cx_status md_init(dnnl_memory_desc_t *user, dnnl_memory_desc_t *prim, const cx_node *node,
-                         int nd, const dnnl_dims_t dims, dnnl_format_tag_t tag, bool blocked,
-                         dnnl_data_type_t dt) {
+                         int nd, const dnnl_dims_t dims, dnnl_format_tag_t tag, conv_fmt f,
+                         bool act, dnnl_data_type_t dt) {
   CX_DNNL(dnnl_memory_desc_init_by_tag(user, nd, dims, dnnl_f32, tag), node);
-  CX_DNNL(dnnl_memory_desc_init_by_tag(prim, nd, dims, dt, blocked ? dnnl_format_tag_any : tag),
-          node);
+  CX_DNNL(dnnl_memory_desc_init_by_tag(prim, nd, dims, dt, prim_tag(f, tag, act)), node);
   return CX_OK;
 }
 
-static cx_status mds_init(conv_mds *m, const cx_node *node, const cx_conv_geom *g, conv_types t) {
-  bool b = use_blocked(g) && !t.plain;
+static cx_status mds_init(conv_mds *m, const cx_node *node, const cx_conv_geom *g,
+                          const conv_io *io, conv_types t) {
+  conv_fmt f = choose_fmt(g, io);
+  if (t.plain && f == FMT_BLOCKED) f = FMT_PLAIN;
   int64_t gr = g->group;
-  CX_TRY(md_init(&m->u_src, &m->src, node, 4, (dnnl_dims_t){g->n, g->c_in, g->h, g->w}, dnnl_nchw, b,
-                 t.src));
-  CX_TRY(md_init(&m->u_dst, &m->dst, node, 4, (dnnl_dims_t){g->n, g->c_out, g->oh, g->ow}, dnnl_nchw,
-                 b, t.dst));
+  bool w_cl = io->wei && cx_tensor_nhwc(io->wei); /* OHWI: weights computed by channels-last ops */
+  CX_TRY(md_init(&m->u_src, &m->src, node, 4, (dnnl_dims_t){g->n, g->c_in, g->h, g->w},
+                 act_tag(io->src, f), f, true, t.src));
+  CX_TRY(md_init(&m->u_dst, &m->dst, node, 4, (dnnl_dims_t){g->n, g->c_out, g->oh, g->ow},
+                 act_tag(io->dst, f), f, true, t.dst));
   if (gr == 1)
     CX_TRY(md_init(&m->u_wei, &m->wei, node, 4, (dnnl_dims_t){g->c_out, g->c_in, g->kh, g->kw},
-                   dnnl_oihw, b, t.wei));
+                   w_cl ? dnnl_ohwi : dnnl_oihw, f, false, t.wei));
   else
     CX_TRY(md_init(&m->u_wei, &m->wei, node, 5,
-                   (dnnl_dims_t){gr, g->c_out / gr, g->c_in / gr, g->kh, g->kw}, dnnl_goihw, b,
-                   t.wei));
+                   (dnnl_dims_t){gr, g->c_out / gr, g->c_in / gr, g->kh, g->kw},
+                   w_cl ? dnnl_gohwi : dnnl_goihw, f, false, t.wei));
   CX_DNNL(dnnl_memory_desc_init_by_tag(&m->bias, 1, (dnnl_dims_t){g->c_out}, dnnl_f32, dnnl_x), node);
   memcpy(m->strides, (dnnl_dims_t){g->sh, g->sw}, sizeof(dnnl_dims_t));
   memcpy(m->dilates, (dnnl_dims_t){g->dh - 1, g->dw - 1}, sizeof(dnnl_dims_t));
@@ -236,6 +274,8 @@ typedef struct conv_state {
   conv_path path;
   bool want[3];            /* ConvGrad: dX, dW, dB */
   conv_exec fwd, bwd_data, bwd_weights;
+  bool own_wgrad;          /* channels-last depthwise dW/dB through conv_depthwise_nhwc.c */
+  int threads;             /* its scratch is sized for this many */
 } conv_state;
 
 static void conv_release(void *p) {
@@ -247,11 +287,22 @@ static void conv_release(void *p) {
   free(s);
 }
 
-static conv_path choose_path(const cx_conv_geom *g) {
+/* The hand-written depthwise path reads and writes plain NCHW; channels-last activations go to
+ * oneDNN's nhwc depthwise kernel. */
+static conv_path choose_path(const cx_conv_geom *g, bool nhwc) {
   const char *force = getenv("CX_CONV_DEPTHWISE");
-  if (!cx_conv_geom_is_dw3x3(g) || (force && strcmp(force, "dnnl") == 0)) return PATH_DNNL;
+  if (!cx_conv_geom_is_dw3x3(g) || nhwc || (force && strcmp(force, "dnnl") == 0)) return PATH_DNNL;
   if (force && strcmp(force, "c") == 0) return PATH_DW_C;
   return cx_conv_dw_have_avx512() ? PATH_DW_AVX512 : PATH_DW_C;
+}
+
+/* Does any activation argument of the node come channels-last? */
+static bool any_nhwc(const cx_kernel_args *a) {
+  for (int k = 0; k < a->n_in + a->n_out; k++) {
+    const cx_tensor *t = k < a->n_in ? &a->in[k] : &a->out[k - a->n_in];
+    if (t->data && cx_tensor_nhwc(t)) return true;
+  }
+  return false;
 }
 
 /* X and W are inputs x_in and x_in + 1 (Conv: 0 and 1; ConvGrad: 1 and 2). NULL after an error,
@@ -267,7 +318,7 @@ static conv_state *state_new(const cx_kernel_args *a, int x_in, cx_status *st) {
     free(s);
     return NULL;
   }
-  s->path = choose_path(&s->g);
+  s->path = choose_path(&s->g, any_nhwc(a));
   return s;
 }
 
@@ -281,7 +332,8 @@ static cx_status conv_build_fwd(conv_state *s, const cx_kernel_args *a) {
   dnnl_primitive_desc_t pd;
   bool bias = has_bias(a);
   conv_exec *e = &s->fwd;
-  CX_TRY(mds_init(&m, a->node, &s->g, conv_types_for(a->precision, CONV_WRITES_DST, &s->g)));
+  conv_io io = {&a->in[0], &a->out[0], &a->in[1]};
+  CX_TRY(mds_init(&m, a->node, &s->g, &io, conv_types_for(a->precision, CONV_WRITES_DST, &s->g)));
   CX_TRY(fwd_desc(&cd, a->node, &m, a->training, bias));
   CX_TRY(exec_create(e, a->node, &cd, NULL, &pd));
   cx_status st = exec_arg(e, a->node, pd, DNNL_ARG_SRC, &m.u_src, false, 0);
@@ -317,39 +369,61 @@ static cx_status conv_run(const cx_kernel_args *a) {
 
 /* ---- ConvGrad: inputs (dY, X, W), outputs (dX, dW, dB) ----------------------------------------- */
 
-static cx_status grad_build_data(conv_state *s, const cx_kernel_args *a,
-                                 const_dnnl_primitive_desc_t hint) {
+/* Backward primitives need a forward primitive descriptor of the same layouts as a hint (in the
+ * forward's data types). */
+static cx_status grad_hint(dnnl_primitive_desc_t *hint, const cx_kernel_args *a,
+                           const cx_conv_geom *g, const conv_io *io, bool bias) {
+  conv_mds m;
+  dnnl_convolution_desc_t cd;
+  dnnl_engine_t eng = cx_dnnl_engine();
+  if (!eng) return CX_ERR_BACKEND;
+  CX_TRY(mds_init(&m, a->node, g, io, conv_types_for(a->precision, CONV_WRITES_DST, g)));
+  CX_TRY(fwd_desc(&cd, a->node, &m, true, bias));
+  CX_DNNL(dnnl_primitive_desc_create(hint, &cd, NULL, eng, NULL), a->node);
+  return CX_OK;
+}
+
+/* dX from dY (input 0) and W (input 2) into output 0. */
+static cx_status grad_build_data(conv_state *s, const cx_kernel_args *a) {
   conv_mds mds, *m = &mds;
   dnnl_convolution_desc_t cd;
-  dnnl_primitive_desc_t pd;
+  dnnl_primitive_desc_t pd, hint;
   conv_exec *e = &s->bwd_data;
-  CX_TRY(mds_init(m, a->node, &s->g, conv_types_for(a->precision, CONV_WRITES_SRC, &s->g)));
+  conv_io io = {&a->out[0], &a->in[0], &a->in[2]};
+  CX_TRY(mds_init(m, a->node, &s->g, &io, conv_types_for(a->precision, CONV_WRITES_SRC, &s->g)));
   CX_DNNL(dnnl_dilated_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &m->src,
                                                            &m->wei, &m->dst, m->strides,
                                                            m->dilates, m->pad_l, m->pad_r),
           a->node);
-  CX_TRY(exec_create(e, a->node, &cd, hint, &pd));
-  cx_status st = exec_arg(e, a->node, pd, DNNL_ARG_DIFF_DST, &m->u_dst, false, 0);
+  CX_TRY(grad_hint(&hint, a, &s->g, &io, false));
+  cx_status st = exec_create(e, a->node, &cd, hint, &pd);
+  dnnl_primitive_desc_destroy(hint);
+  CX_TRY(st);
+  st = exec_arg(e, a->node, pd, DNNL_ARG_DIFF_DST, &m->u_dst, false, 0);
   if (st == CX_OK) st = exec_arg(e, a->node, pd, DNNL_ARG_WEIGHTS, &m->u_wei, false, 2);
   if (st == CX_OK) st = exec_arg(e, a->node, pd, DNNL_ARG_DIFF_SRC, &m->u_src, true, 0);
   dnnl_primitive_desc_destroy(pd);
   return st;
 }
 
-static cx_status grad_build_weights(conv_state *s, const cx_kernel_args *a,
-                                    const_dnnl_primitive_desc_t hint) {
+/* dW (output 1) and dB (output 2) from X (input 1) and dY (input 0). */
+static cx_status grad_build_weights(conv_state *s, const cx_kernel_args *a) {
   conv_mds mds, *m = &mds;
   dnnl_convolution_desc_t cd;
-  dnnl_primitive_desc_t pd;
+  dnnl_primitive_desc_t pd, hint;
   bool db = s->want[2];
   conv_exec *e = &s->bwd_weights;
-  CX_TRY(mds_init(m, a->node, &s->g, conv_types_for(a->precision, CONV_WRITES_WEI, &s->g)));
+  conv_io io = {&a->in[1], &a->in[0], &a->out[1]};
+  CX_TRY(mds_init(m, a->node, &s->g, &io, conv_types_for(a->precision, CONV_WRITES_WEI, &s->g)));
   CX_DNNL(dnnl_dilated_convolution_backward_weights_desc_init(
               &cd, dnnl_convolution_direct, &m->src, &m->wei, db ? &m->bias : NULL, &m->dst,
               m->strides, m->dilates, m->pad_l, m->pad_r),
           a->node);
-  CX_TRY(exec_create(e, a->node, &cd, hint, &pd));
-  cx_status st = exec_arg(e, a->node, pd, DNNL_ARG_SRC, &m->u_src, false, 1);
+  CX_TRY(grad_hint(&hint, a, &s->g, &io, db));
+  cx_status st = exec_create(e, a->node, &cd, hint, &pd);
+  dnnl_primitive_desc_destroy(hint);
+  CX_TRY(st);
+  st = exec_arg(e, a->node, pd, DNNL_ARG_SRC, &m->u_src, false, 1);
   if (st == CX_OK) st = exec_arg(e, a->node, pd, DNNL_ARG_DIFF_DST, &m->u_dst, false, 0);
   if (st == CX_OK) st = exec_arg(e, a->node, pd, DNNL_ARG_DIFF_WEIGHTS, &m->u_wei, true, 1);
   if (st == CX_OK && db) st = exec_arg(e, a->node, pd, DNNL_ARG_DIFF_BIAS, &m->bias, true, 2);
@@ -357,19 +431,31 @@ static cx_status grad_build_weights(conv_state *s, const cx_kernel_args *a,
   return st;
 }
 
-/* Backward primitives need a forward primitive descriptor as a hint; it is dropped afterwards. */
+/* Channels-last depthwise 3x3 whose weight gradient oneDNN runs through a generic kernel (no
+ * "dw" in its implementation name): ours is several times faster there. */
+static bool want_own_wgrad(const conv_state *s, const cx_kernel_args *a) {
+  if (!cx_conv_geom_is_dw3x3(&s->g) || !cx_tensor_nhwc(&a->in[0]) || !cx_tensor_nhwc(&a->in[1]))
+    return false;
+  const char *force = getenv("CX_CONV_DW_NHWC"), *impl = NULL;
+  if (force && strcmp(force, "c") == 0) return true;
+  if (force && strcmp(force, "dnnl") == 0) return false;
+  if (!s->bwd_weights.prim) return false;
+  const_dnnl_primitive_desc_t pd = NULL;
+  if (dnnl_primitive_get_primitive_desc(s->bwd_weights.prim, &pd) != dnnl_success ||
+      dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+    return false;
+  return !impl || !strstr(impl, "dw");
+}
+
 static cx_status grad_build(conv_state *s, const cx_kernel_args *a) {
-  conv_mds m;
-  dnnl_convolution_desc_t cd;
-  dnnl_primitive_desc_t hint;
-  dnnl_engine_t eng = cx_dnnl_engine();
-  if (!eng) return CX_ERR_BACKEND;
-  CX_TRY(mds_init(&m, a->node, &s->g, conv_types_for(a->precision, CONV_WRITES_DST, &s->g)));
-  CX_TRY(fwd_desc(&cd, a->node, &m, true, s->want[2]));
-  CX_DNNL(dnnl_primitive_desc_create(&hint, &cd, NULL, eng, NULL), a->node);
-  cx_status st = s->want[0] ? grad_build_data(s, a, hint) : CX_OK;
-  if (st == CX_OK && s->want[1]) st = grad_build_weights(s, a, hint);
-  dnnl_primitive_desc_destroy(hint);
+  cx_status st = s->want[0] ? grad_build_data(s, a) : CX_OK;
+  if (st == CX_OK && s->want[1]) st = grad_build_weights(s, a);
+  if (st == CX_OK && s->want[1] && want_own_wgrad(s, a)) {
+    exec_release(&s->bwd_weights);
+    s->own_wgrad = true;
+    s->threads = omp_get_max_threads();
+    s->bwd_weights.scratch = cx_conv_dw3x3_nhwc_wgrad_scratch(&s->g, s->threads);
+  }
   return st;
 }
 
@@ -390,22 +476,29 @@ static cx_status grad_prepare(const cx_kernel_args *a, void **state, size_t *scr
   return CX_OK;
 }
 
-/* dB = dY summed over batch and pixels; for the rare ConvGrad that wants dB without dW. */
-static void bias_grad(const cx_conv_geom *g, const float *dy, float *db) {
-  int64_t plane = g->oh * g->ow;
+/* dB = dY summed over batch and pixels; for the rare ConvGrad that wants dB without dW. Pixels are
+ * one W-stride apart in both layouts (NCHW: 1, NHWC: C). */
+static void bias_grad(const cx_conv_geom *g, const cx_tensor *dyt, float *db) {
+  const float *dy = cx_f32(dyt);
+  int64_t plane = g->oh * g->ow, sn = dyt->strides[0] / 4, sc = dyt->strides[1] / 4,
+          sp = dyt->strides[3] / 4;
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < g->c_out; c++) {
     double s = 0;
     for (int64_t n = 0; n < g->n; n++)
-      for (int64_t i = 0; i < plane; i++) s += dy[(n * g->c_out + c) * plane + i];
+      for (int64_t i = 0; i < plane; i++) s += dy[n * sn + c * sc + i * sp];
     db[c] = (float)s;
   }
 }
 
 static cx_status grad_run_dnnl(const conv_state *s, const cx_kernel_args *a) {
   if (s->want[0]) CX_TRY(exec_run(&s->bwd_data, a));
-  if (s->want[1]) CX_TRY(exec_run(&s->bwd_weights, a));
-  else if (s->want[2]) bias_grad(&s->g, cx_f32(&a->in[0]), cx_f32(&a->out[2]));
+  if (s->own_wgrad)
+    cx_conv_dw3x3_nhwc_backward_weights(&s->g, cx_f32(&a->in[1]), cx_f32(&a->in[0]),
+                                        cx_f32(&a->out[1]), s->want[2] ? cx_f32(&a->out[2]) : NULL,
+                                        a->scratch, s->threads);
+  else if (s->want[1]) CX_TRY(exec_run(&s->bwd_weights, a));
+  else if (s->want[2]) bias_grad(&s->g, &a->in[0], cx_f32(&a->out[2]));
   return CX_OK;
 }
 
@@ -422,7 +515,7 @@ static cx_status grad_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_conv[] = {
-    {"Conv", conv_prepare, conv_run, conv_release},
-    {"ConvGrad", grad_prepare, grad_run, conv_release},
-    {NULL, NULL, NULL, NULL},
+    {"Conv", conv_prepare, conv_run, conv_release, CX_LAYOUT_ANY},
+    {"ConvGrad", grad_prepare, grad_run, conv_release, CX_LAYOUT_ANY},
+    {NULL, NULL, NULL, NULL, 0},
 };

@@ -33,4 +33,11 @@ void cx_conv_dw3x3_small_backward_data(const cx_conv_geom *g, const float *dy, c
 void cx_conv_dw3x3_small_backward_weights(const cx_conv_geom *g, const float *x, const float *dy,
                                           float *dw, float *db);
 
+/* Channels-last: dw and db (each may be NULL) from x [N,H,W,C] and dy [N,OH,OW,C], for the shapes
+ * where oneDNN has no depthwise kernel of its own (conv_depthwise_nhwc.c). Needs
+ * cx_conv_dw3x3_nhwc_wgrad_scratch(g, threads) bytes of scratch; runs on up to `threads`. */
+size_t cx_conv_dw3x3_nhwc_wgrad_scratch(const cx_conv_geom *g, int threads);
+void cx_conv_dw3x3_nhwc_backward_weights(const cx_conv_geom *g, const float *x, const float *dy,
+                                         float *dw, float *db, void *scratch, int threads);
+
 #endif

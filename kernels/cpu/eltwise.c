@@ -10,9 +10,41 @@
 
 enum { SUM_CHUNK = 4096, PAR_MIN = 1 << 15 };
 
+/* The shapes the broadcasting engine sees. A channels-last output is the row-major [N,H,W,C]
+ * problem: its operands (same shape and channels-last, or of moot layout: core/layout.c) permute
+ * the same way, aligned right to 4-D, without moving a byte. */
+typedef struct bin_shapes {
+  cx_shape y, a, b;
+} bin_shapes;
+
+static cx_shape nhwc_order(const cx_shape *s) {
+  int64_t d[4] = {1, 1, 1, 1};
+  for (int i = 0; i < s->ndim && s->ndim <= 4; i++) d[4 - s->ndim + i] = s->d[i];
+  return cx_shape_make(4, (int64_t[]){d[0], d[2], d[3], d[1]});
+}
+
+/* ReduceSumTo and BroadcastTo: the full tensor and the keepdims shape, permuted alike when the full
+ * one is channels-last (the keepdims one then has a moot layout: core/layout.c). */
+static void reduce_shapes(const cx_tensor *full, cx_shape *fs, cx_shape *keep) {
+  *fs = full->shape;
+  if (!cx_tensor_nhwc(full)) return;
+  *fs = nhwc_order(fs);
+  *keep = nhwc_order(keep);
+}
+
+static bin_shapes shapes_of(const cx_kernel_args *a, const cx_shape *as, const cx_shape *bs) {
+  bin_shapes r = {a->out[0].shape, *as, bs ? *bs : a->out[0].shape};
+  if (!cx_tensor_nhwc(&a->out[0])) return r;
+  r.y = nhwc_order(&r.y);
+  r.a = nhwc_order(&r.a);
+  r.b = nhwc_order(&r.b);
+  return r;
+}
+
 static cx_status binary(const cx_kernel_args *a, cx_bin_op op) {
-  cx_cpu_binary(op, 1.0f, cx_f32(&a->out[0]), &a->out[0].shape, cx_f32(&a->in[0]),
-                &a->in[0].shape, cx_f32(&a->in[1]), &a->in[1].shape);
+  bin_shapes s = shapes_of(a, &a->in[0].shape, &a->in[1].shape);
+  cx_cpu_binary(op, 1.0f, cx_f32(&a->out[0]), &s.y, cx_f32(&a->in[0]), &s.a, cx_f32(&a->in[1]),
+                &s.b);
   return CX_OK;
 }
 
@@ -60,38 +92,44 @@ static cx_status run_sum(const cx_kernel_args *a) {
   }
   /* broadcasting: spread the first input over the output, then add the rest in place */
   float *y = cx_f32(&a->out[0]);
-  const cx_shape *ys = &a->out[0].shape;
   int first = next_live(a, 0);
-  cx_cpu_binary(CX_BIN_COPY, 1.0f, y, ys, cx_f32(&a->in[first]), &a->in[first].shape, NULL, NULL);
-  for (int k = next_live(a, first + 1); k < a->n_in; k = next_live(a, k + 1))
-    cx_cpu_binary(CX_BIN_ADD, 1.0f, y, ys, y, ys, cx_f32(&a->in[k]), &a->in[k].shape);
+  bin_shapes s = shapes_of(a, &a->in[first].shape, NULL);
+  cx_cpu_binary(CX_BIN_COPY, 1.0f, y, &s.y, cx_f32(&a->in[first]), &s.a, NULL, NULL);
+  for (int k = next_live(a, first + 1); k < a->n_in; k = next_live(a, k + 1)) {
+    s = shapes_of(a, &a->in[k].shape, NULL);
+    cx_cpu_binary(CX_BIN_ADD, 1.0f, y, &s.y, y, &s.y, cx_f32(&a->in[k]), &s.a);
+  }
   return CX_OK;
 }
 
 static cx_status run_reduce_sum_to(const cx_kernel_args *a) {
   cx_shape keep;
+  cx_shape full;
   CX_TRY(cx_reduce_to_keep_shape(a->node, &a->out[0].shape, &a->in[0].shape, &keep));
-  cx_cpu_reduce_to(cx_f32(&a->out[0]), &keep, cx_f32(&a->in[0]), &a->in[0].shape,
+  reduce_shapes(&a->in[0], &full, &keep);
+  cx_cpu_reduce_to(cx_f32(&a->out[0]), &keep, cx_f32(&a->in[0]), &full,
                    cx_node_float(a->node, "scale", 1.0f));
   return CX_OK;
 }
 
 static cx_status run_broadcast_to(const cx_kernel_args *a) {
   cx_shape keep;
+  cx_shape full;
   CX_TRY(cx_reduce_to_keep_shape(a->node, &a->in[0].shape, &a->out[0].shape, &keep));
-  cx_cpu_binary(CX_BIN_COPY, cx_node_float(a->node, "scale", 1.0f), cx_f32(&a->out[0]),
-                &a->out[0].shape, cx_f32(&a->in[0]), &keep, NULL, NULL);
+  reduce_shapes(&a->out[0], &full, &keep);
+  cx_cpu_binary(CX_BIN_COPY, cx_node_float(a->node, "scale", 1.0f), cx_f32(&a->out[0]), &full,
+                cx_f32(&a->in[0]), &keep, NULL, NULL);
   return CX_OK;
 }
 
 const cx_kernel cx_cpu_eltwise[] = {
-    {"Add", NULL, run_add, NULL},
-    {"Sub", NULL, run_sub, NULL},
-    {"Mul", NULL, run_mul, NULL},
-    {"Div", NULL, run_div, NULL},
-    {"Sum", NULL, run_sum, NULL},
-    {"Neg", NULL, run_neg, NULL},
-    {"ReduceSumTo", NULL, run_reduce_sum_to, NULL},
-    {"BroadcastTo", NULL, run_broadcast_to, NULL},
-    {NULL, NULL, NULL, NULL},
+    {"Add", NULL, run_add, NULL, CX_LAYOUT_ELTWISE},
+    {"Sub", NULL, run_sub, NULL, CX_LAYOUT_ELTWISE},
+    {"Mul", NULL, run_mul, NULL, CX_LAYOUT_ELTWISE},
+    {"Div", NULL, run_div, NULL, CX_LAYOUT_ELTWISE},
+    {"Sum", NULL, run_sum, NULL, CX_LAYOUT_ELTWISE},
+    {"Neg", NULL, run_neg, NULL, CX_LAYOUT_ELTWISE},
+    {"ReduceSumTo", NULL, run_reduce_sum_to, NULL, CX_LAYOUT_ELTWISE},
+    {"BroadcastTo", NULL, run_broadcast_to, NULL, CX_LAYOUT_ELTWISE},
+    {NULL, NULL, NULL, NULL, 0},
 };

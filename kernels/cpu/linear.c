@@ -249,8 +249,8 @@ static cx_status gemm_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_linear[] = {
-    {"Gemm", gemm_prepare, gemm_run, mm_release},
-    {"MatMul", matmul_prepare, matmul_run, mm_release},
-    {"MatMulT", matmul_prepare, matmul_run, mm_release},
-    {NULL, NULL, NULL, NULL},
+    {"Gemm", gemm_prepare, gemm_run, mm_release, 0},
+    {"MatMul", matmul_prepare, matmul_run, mm_release, 0},
+    {"MatMulT", matmul_prepare, matmul_run, mm_release, 0},
+    {NULL, NULL, NULL, NULL, 0},
 };

@@ -1,9 +1,13 @@
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "cpu.h"
+#include "norm_nhwc.h"
 
-/* Batch normalization on NCHW (any rank >= 2: [N, C, spatial...]). Hand-written: per channel the
+/* Batch normalization on NCHW (any rank >= 2: [N, C, spatial...]); channels-last 4-D tensors go to
+ * norm_nhwc.c. Hand-written: per channel the
  * data is N planes of `S` contiguous floats, so one thread per channel streams its planes with
  * vectorised loops, and the statistics need no cross-thread reduction. */
 
@@ -63,11 +67,52 @@ static void plane_dot(const float *dy, const float *x, int64_t s, float m, doubl
   }
 }
 
-static void plane_affine(const float *x, float *y, int64_t s, float a, float b) {
+/* restrict + simd: without them GCC's -O2 cost model keeps these loops scalar (x and y may alias). */
+static void plane_affine(const float *restrict x, float *restrict y, int64_t s, float a, float b) {
+#pragma omp simd
   for (int64_t i = 0; i < s; i++) y[i] = x[i] * a + b;
 }
 
+/* dx = k * dy - kx * x + b */
+static void plane_grad(const float *restrict dy, const float *restrict x, float *restrict dx,
+                       int64_t s, float k, float kx, float b) {
+#pragma omp simd
+  for (int64_t i = 0; i < s; i++) dx[i] = k * dy[i] - kx * x[i] + b;
+}
+
+/* ---- channels-last X (norm_nhwc.c) needs per-thread partial sums in scratch ------------------ */
+
+typedef struct bn_state {
+  int threads; /* the scratch holds partial sums for this many */
+} bn_state;
+
+/* X is input x_in (BatchNormGrad: 1). Plain tensors need no state. */
+static cx_status bn_prepare_x(const cx_kernel_args *a, int x_in, void **state, size_t *scratch) {
+  *scratch = 0;
+  if (!cx_tensor_nhwc(&a->in[x_in])) return CX_OK;
+  bn_state *s = malloc(sizeof *s);
+  if (!s) return cx_fail(CX_ERR_NOMEM, "node '%s': out of memory", a->node->name);
+  s->threads = omp_get_max_threads();
+  *scratch = cx_bn_nhwc_scratch(a->in[x_in].shape.d[1], s->threads);
+  *state = s;
+  return CX_OK;
+}
+
+static cx_status bn_prepare(const cx_kernel_args *a, void **state, size_t *scratch) {
+  return bn_prepare_x(a, 0, state, scratch);
+}
+
+static cx_status bn_grad_prepare(const cx_kernel_args *a, void **state, size_t *scratch) {
+  return bn_prepare_x(a, 1, state, scratch);
+}
+
+static int bn_threads(const cx_kernel_args *a) { return ((const bn_state *)a->state)->threads; }
+
 static cx_status bn_infer_run(const cx_kernel_args *a) {
+  if (a->state) {
+    cx_bn_nhwc_infer(a, bn_threads(a));
+    return CX_OK;
+  }
   bn_dims d = bn_dims_of(&a->in[0]);
   const float *x = cx_f32(&a->in[0]), *scale = cx_f32(&a->in[1]), *bias = cx_f32(&a->in[2]);
   const float *mean = cx_f32(&a->in[3]), *var = cx_f32(&a->in[4]);
@@ -107,6 +152,10 @@ static void bn_train_channel(const cx_kernel_args *a, bn_dims d, int64_t c, floa
 }
 
 static cx_status bn_train_run(const cx_kernel_args *a) {
+  if (a->state) {
+    cx_bn_nhwc_train(a, bn_threads(a));
+    return CX_OK;
+  }
   bn_dims d = bn_dims_of(&a->in[0]);
   float eps = cx_node_float(a->node, "epsilon", 1e-5f);
 #pragma omp parallel for schedule(static)
@@ -130,13 +179,17 @@ static void bn_grad_channel(const cx_kernel_args *a, bn_dims d, int64_t c) {
   /* dX = k * dY - kx * X + b, with the mean terms folded into b */
   for (int64_t n = 0; n < d.n; n++) {
     int64_t o = (n * d.c + c) * d.s;
-    for (int64_t i = 0; i < d.s; i++) dx[o + i] = k * dy[o + i] - kx * x[o + i] + b;
+    plane_grad(dy + o, x + o, dx + o, d.s, k, kx, b);
   }
   cx_f32(&a->out[1])[c] = (float)(sdyx * invstd);
   cx_f32(&a->out[2])[c] = (float)sdy;
 }
 
 static cx_status bn_grad_run(const cx_kernel_args *a) {
+  if (a->state) {
+    cx_bn_nhwc_grad(a, bn_threads(a));
+    return CX_OK;
+  }
   bn_dims d = bn_dims_of(&a->in[1]);
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < d.c; c++) bn_grad_channel(a, d, c);
@@ -144,8 +197,8 @@ static cx_status bn_grad_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_norm[] = {
-    {"BatchNormalization", NULL, bn_infer_run, NULL},
-    {"BatchNormTrain", NULL, bn_train_run, NULL},
-    {"BatchNormGrad", NULL, bn_grad_run, NULL},
-    {NULL, NULL, NULL, NULL},
+    {"BatchNormalization", bn_prepare, bn_infer_run, free, CX_LAYOUT_SHARED},
+    {"BatchNormTrain", bn_prepare, bn_train_run, free, CX_LAYOUT_SHARED},
+    {"BatchNormGrad", bn_grad_prepare, bn_grad_run, free, CX_LAYOUT_SHARED},
+    {NULL, NULL, NULL, NULL, 0},
 };

@@ -9,7 +9,8 @@
 /* Pooling on NCHW (NCW, NCDHW) f32, hand-written: every (n, c) plane is independent, so one
  * OpenMP loop over planes needs no synchronisation, gradients included (a window scatters only
  * into its own plane). Geometry comes from core/ops/pool.c, so windows sit exactly where shape
- * inference and the reference put them; 1-D and 2-D pooling run as 3-D with unit leading axes. */
+ * inference and the reference put them; 1-D and 2-D pooling run as 3-D with unit leading axes.
+ * Channels-last 4-D tensors (core/layout.c) take the *_nhwc loops below. */
 
 typedef struct geom3 {
   int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
@@ -119,6 +120,103 @@ static cx_status pool_prepare_dx(const cx_kernel_args *a, void **state, size_t *
                              *rw = &(plan)->t[2][ow_];                                             \
              rd; rd = NULL)
 
+/* ---- channels-last (2-D pooling on 4-D tensors): a pixel is a row of C floats, so each window
+ * tap is one vector operation over channels; images run in parallel (gradients scatter only within
+ * their image). Channels go in blocks of CB so the per-channel state stays on the stack. ---- */
+
+enum { CB = 64 };
+
+typedef struct nhwc_arg {
+  const float *x, *dy;
+  float *y;
+  int64_t c;
+} nhwc_arg;
+
+static void max_pool_nhwc(const pool_plan *plan, nhwc_arg a) {
+  const geom3 *g = &plan->g;
+  int64_t n_img = g->planes / a.c;
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < n_img; n++) {
+    const float *xn = a.x + n * g->in_plane * a.c;
+    FOR_OUTPUT(plan, rd, rh, rw, o) {
+      float *yo = a.y + (n * g->out_plane + o) * a.c;
+      for (int64_t c = 0; c < a.c; c++) yo[c] = -INFINITY;
+      FOR_WINDOW(g, rd, rh, rw, off) {
+        const float *xp = xn + off * a.c;
+#pragma omp simd
+        for (int64_t c = 0; c < a.c; c++) yo[c] = xp[c] > yo[c] ? xp[c] : yo[c];
+      }
+    }
+  }
+}
+
+/* dX: each output's gradient goes to the first maximum of its window, per channel. */
+static void max_pool_grad_nhwc(const pool_plan *plan, nhwc_arg a) {
+  const geom3 *g = &plan->g;
+  int64_t n_img = g->planes / a.c;
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < n_img; n++) {
+    const float *xn = a.x + n * g->in_plane * a.c;
+    float *dxn = a.y + n * g->in_plane * a.c;
+    memset(dxn, 0, sizeof(float) * (size_t)(g->in_plane * a.c));
+    FOR_OUTPUT(plan, rd, rh, rw, o) {
+      const float *dyo = a.dy + (n * g->out_plane + o) * a.c;
+      for (int64_t c0 = 0; c0 < a.c; c0 += CB) {
+        int64_t nc = a.c - c0 < CB ? a.c - c0 : CB, best[CB];
+        float m[CB];
+        for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY, best[c] = 0;
+        FOR_WINDOW(g, rd, rh, rw, off) {
+          const float *xp = xn + off * a.c + c0;
+          for (int64_t c = 0; c < nc; c++) {
+            bool gt = xp[c] > m[c];
+            m[c] = gt ? xp[c] : m[c];
+            best[c] = gt ? off : best[c];
+          }
+        }
+        for (int64_t c = 0; c < nc; c++) dxn[best[c] * a.c + c0 + c] += dyo[c0 + c];
+      }
+    }
+  }
+}
+
+static void avg_pool_nhwc(const pool_plan *plan, nhwc_arg a) {
+  const geom3 *g = &plan->g;
+  int64_t n_img = g->planes / a.c;
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < n_img; n++) {
+    const float *xn = a.x + n * g->in_plane * a.c;
+    FOR_OUTPUT(plan, rd, rh, rw, o) {
+      float *yo = a.y + (n * g->out_plane + o) * a.c, inv = 1.0f / (float)(rd->div * rh->div * rw->div);
+      for (int64_t c = 0; c < a.c; c++) yo[c] = 0;
+      FOR_WINDOW(g, rd, rh, rw, off) {
+        const float *xp = xn + off * a.c;
+#pragma omp simd
+        for (int64_t c = 0; c < a.c; c++) yo[c] += xp[c];
+      }
+      for (int64_t c = 0; c < a.c; c++) yo[c] *= inv;
+    }
+  }
+}
+
+static void avg_pool_grad_nhwc(const pool_plan *plan, nhwc_arg a) {
+  const geom3 *g = &plan->g;
+  int64_t n_img = g->planes / a.c;
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < n_img; n++) {
+    float *dxn = a.y + n * g->in_plane * a.c;
+    memset(dxn, 0, sizeof(float) * (size_t)(g->in_plane * a.c));
+    FOR_OUTPUT(plan, rd, rh, rw, o) {
+      const float *dyo = a.dy + (n * g->out_plane + o) * a.c;
+      float inv = 1.0f / (float)(rd->div * rh->div * rw->div);
+      FOR_WINDOW(g, rd, rh, rw, off) {
+        float *dp = dxn + off * a.c;
+#pragma omp simd
+        for (int64_t c = 0; c < a.c; c++) dp[c] += dyo[c] * inv;
+      }
+    }
+  }
+}
+
 /* Offset of the first maximum in scan order; ties keep the earliest, as the gradient assumes.
  * Branch-free updates: on random data the comparison is unpredictable. */
 static int64_t window_argmax(const geom3 *g, const float *x, const tap_range *rd,
@@ -135,6 +233,10 @@ static int64_t window_argmax(const geom3 *g, const float *x, const tap_range *rd
 
 static cx_status max_pool_run(const cx_kernel_args *a) {
   const pool_plan *plan = a->state;
+  if (cx_tensor_nhwc(&a->in[0])) {
+    max_pool_nhwc(plan, (nhwc_arg){cx_f32(&a->in[0]), NULL, cx_f32(&a->out[0]), a->in[0].shape.d[1]});
+    return CX_OK;
+  }
   const geom3 *g = &plan->g;
   const float *x = cx_f32(&a->in[0]);
   float *y = cx_f32(&a->out[0]);
@@ -153,6 +255,11 @@ static cx_status max_pool_run(const cx_kernel_args *a) {
 
 static cx_status max_pool_grad_run(const cx_kernel_args *a) {
   const pool_plan *plan = a->state;
+  if (cx_tensor_nhwc(&a->in[1])) {
+    max_pool_grad_nhwc(plan, (nhwc_arg){cx_f32(&a->in[1]), cx_f32(&a->in[0]), cx_f32(&a->out[0]),
+                                        a->in[1].shape.d[1]});
+    return CX_OK;
+  }
   const geom3 *g = &plan->g;
   const float *dy = cx_f32(&a->in[0]), *x = cx_f32(&a->in[1]);
   float *dx = cx_f32(&a->out[0]);
@@ -170,6 +277,10 @@ static cx_status max_pool_grad_run(const cx_kernel_args *a) {
 
 static cx_status avg_pool_run(const cx_kernel_args *a) {
   const pool_plan *plan = a->state;
+  if (cx_tensor_nhwc(&a->in[0])) {
+    avg_pool_nhwc(plan, (nhwc_arg){cx_f32(&a->in[0]), NULL, cx_f32(&a->out[0]), a->in[0].shape.d[1]});
+    return CX_OK;
+  }
   const geom3 *g = &plan->g;
   const float *x = cx_f32(&a->in[0]);
   float *y = cx_f32(&a->out[0]);
@@ -188,6 +299,11 @@ static cx_status avg_pool_run(const cx_kernel_args *a) {
 
 static cx_status avg_pool_grad_run(const cx_kernel_args *a) {
   const pool_plan *plan = a->state;
+  if (cx_tensor_nhwc(&a->out[0])) {
+    avg_pool_grad_nhwc(plan, (nhwc_arg){NULL, cx_f32(&a->in[0]), cx_f32(&a->out[0]),
+                                        a->out[0].shape.d[1]});
+    return CX_OK;
+  }
   const geom3 *g = &plan->g;
   const float *dy = cx_f32(&a->in[0]);
   float *dx = cx_f32(&a->out[0]);
@@ -217,7 +333,40 @@ static double plane_sum(const float *x, int64_t s) {
   return t;
 }
 
+/* Channels-last: image n is S rows of C channels; its means accumulate in its output row. */
+static void global_avg_pool_nhwc(const cx_tensor *xt, float *y) {
+  int64_t n = xt->shape.d[0], c = xt->shape.d[1], s = xt->shape.d[2] * xt->shape.d[3];
+  const float *x = cx_f32(xt);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; i++) {
+    float *yr = y + i * c;
+    for (int64_t k = 0; k < c; k++) yr[k] = 0;
+    for (int64_t p = 0; p < s; p++) {
+      const float *xr = x + (i * s + p) * c;
+#pragma omp simd
+      for (int64_t k = 0; k < c; k++) yr[k] += xr[k];
+    }
+    for (int64_t k = 0; k < c; k++) yr[k] /= (float)s;
+  }
+}
+
+static void global_avg_pool_grad_nhwc(const float *dy, const cx_tensor *dxt) {
+  int64_t n = dxt->shape.d[0], c = dxt->shape.d[1], s = dxt->shape.d[2] * dxt->shape.d[3];
+  float *dx = cx_f32(dxt);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n * s; r++) {
+    const float *g = dy + r / s * c;
+    float *o = dx + r * c;
+#pragma omp simd
+    for (int64_t k = 0; k < c; k++) o[k] = g[k] / (float)s;
+  }
+}
+
 static cx_status global_avg_pool_run(const cx_kernel_args *a) {
+  if (cx_tensor_nhwc(&a->in[0])) {
+    global_avg_pool_nhwc(&a->in[0], cx_f32(&a->out[0]));
+    return CX_OK;
+  }
   const cx_shape *xs = &a->in[0].shape;
   int64_t planes = xs->d[0] * xs->d[1], s = cx_shape_numel(xs) / (planes ? planes : 1);
   const float *x = cx_f32(&a->in[0]);
@@ -228,6 +377,10 @@ static cx_status global_avg_pool_run(const cx_kernel_args *a) {
 }
 
 static cx_status global_avg_pool_grad_run(const cx_kernel_args *a) {
+  if (cx_tensor_nhwc(&a->out[0])) {
+    global_avg_pool_grad_nhwc(cx_f32(&a->in[0]), &a->out[0]);
+    return CX_OK;
+  }
   const cx_shape *xs = &a->out[0].shape;
   int64_t planes = xs->d[0] * xs->d[1], s = cx_shape_numel(xs) / (planes ? planes : 1);
   const float *dy = cx_f32(&a->in[0]);
@@ -241,11 +394,11 @@ static cx_status global_avg_pool_grad_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_pool[] = {
-    {"MaxPool", pool_prepare_x0, max_pool_run, pool_release},
-    {"MaxPoolGrad", pool_prepare_x1, max_pool_grad_run, pool_release},
-    {"AveragePool", pool_prepare_x0, avg_pool_run, pool_release},
-    {"AveragePoolGrad", pool_prepare_dx, avg_pool_grad_run, pool_release},
-    {"GlobalAveragePool", NULL, global_avg_pool_run, NULL},
-    {"GlobalAveragePoolGrad", NULL, global_avg_pool_grad_run, NULL},
-    {NULL, NULL, NULL, NULL},
+    {"MaxPool", pool_prepare_x0, max_pool_run, pool_release, CX_LAYOUT_SHARED},
+    {"MaxPoolGrad", pool_prepare_x1, max_pool_grad_run, pool_release, CX_LAYOUT_SHARED},
+    {"AveragePool", pool_prepare_x0, avg_pool_run, pool_release, CX_LAYOUT_SHARED},
+    {"AveragePoolGrad", pool_prepare_dx, avg_pool_grad_run, pool_release, CX_LAYOUT_SHARED},
+    {"GlobalAveragePool", NULL, global_avg_pool_run, NULL, CX_LAYOUT_SHARED},
+    {"GlobalAveragePoolGrad", NULL, global_avg_pool_grad_run, NULL, CX_LAYOUT_SHARED},
+    {NULL, NULL, NULL, NULL, 0},
 };

@@ -143,11 +143,11 @@ static cx_status run_log_softmax_grad(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_reduce[] = {
-    {"ReduceSum", NULL, run_reduce_sum, NULL},
-    {"ReduceMean", NULL, run_reduce_mean, NULL},
-    {"Softmax", NULL, run_softmax, NULL},
-    {"LogSoftmax", NULL, run_log_softmax, NULL},
-    {"SoftmaxGrad", NULL, run_softmax_grad, NULL},
-    {"LogSoftmaxGrad", NULL, run_log_softmax_grad, NULL},
-    {NULL, NULL, NULL, NULL},
+    {"ReduceSum", NULL, run_reduce_sum, NULL, 0},
+    {"ReduceMean", NULL, run_reduce_mean, NULL, 0},
+    {"Softmax", NULL, run_softmax, NULL, 0},
+    {"LogSoftmax", NULL, run_log_softmax, NULL, 0},
+    {"SoftmaxGrad", NULL, run_softmax_grad, NULL, 0},
+    {"LogSoftmaxGrad", NULL, run_log_softmax_grad, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0},
 };

@@ -1,0 +1,287 @@
+#include "norm_nhwc.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "eltwise_engine.h"
+
+/* Channels-last data is a flat run of rows of C floats. Loops over rows with an inner loop over C
+ * waste most of a vector when C is small (8, 24, 72 in a slim MobileNet), so every loop runs
+ * instead over flat tiles of T = lcm(C, 16) floats (T / C whole rows): per-channel coefficients
+ * are tiled to T once, and sums collect in T float lanes that are folded to C channels at the
+ * end. A thread's last tile may be short (a whole number of rows), which the same loops handle.
+ *
+ * The loops are written once in plain C with `omp simd` and compiled twice, for AVX-512 and for
+ * the baseline target (cx_cpu_avx512 picks at run time). Sums collect BLOCK tiles in float, then
+ * fold into double, so long reductions keep their accuracy. */
+
+enum { BLOCK = 32, LANES = 16 };
+
+#define TILE_LOOPS(SFX, ATTR)                                                                     \
+  /* lanes[j] += x[j] (m == NULL) or (x[j] - m[j])^2, over n floats in tiles of t */             \
+  ATTR static void sums_##SFX(const float *restrict x, int64_t n, int64_t t,                      \
+                              const float *restrict m, float *restrict lanes) {                   \
+    for (int64_t o = 0; o < n; o += t) {                                                          \
+      int64_t len = n - o < t ? n - o : t;                                                        \
+      const float *xo = x + o;                                                                    \
+      if (m) {                                                                                    \
+        _Pragma("omp simd") for (int64_t j = 0; j < len; j++) lanes[j] += (xo[j] - m[j]) *        \
+                                                                           (xo[j] - m[j]);        \
+      } else {                                                                                    \
+        _Pragma("omp simd") for (int64_t j = 0; j < len; j++) lanes[j] += xo[j];                  \
+      }                                                                                           \
+    }                                                                                             \
+  }                                                                                               \
+  /* l0[j] += dy[j], l1[j] += dy[j] * (x[j] - m[j]) */                                            \
+  ATTR static void dots_##SFX(const float *restrict dy, const float *restrict x, int64_t n,       \
+                              int64_t t, const float *restrict m, float *restrict l0,             \
+                              float *restrict l1) {                                               \
+    for (int64_t o = 0; o < n; o += t) {                                                          \
+      int64_t len = n - o < t ? n - o : t;                                                        \
+      const float *d = dy + o, *xo = x + o;                                                       \
+      _Pragma("omp simd") for (int64_t j = 0; j < len; j++) {                                     \
+        l0[j] += d[j];                                                                            \
+        l1[j] += d[j] * (xo[j] - m[j]);                                                           \
+      }                                                                                           \
+    }                                                                                             \
+  }                                                                                               \
+  /* y = x * k + b */                                                                             \
+  ATTR static void affine_##SFX(const float *restrict x, float *restrict y, int64_t n, int64_t t, \
+                                const float *restrict k, const float *restrict b) {               \
+    for (int64_t o = 0; o < n; o += t) {                                                          \
+      int64_t len = n - o < t ? n - o : t;                                                        \
+      const float *xo = x + o;                                                                    \
+      float *yo = y + o;                                                                          \
+      _Pragma("omp simd") for (int64_t j = 0; j < len; j++) yo[j] = xo[j] * k[j] + b[j];          \
+    }                                                                                             \
+  }                                                                                               \
+  /* dx = k * dy - kx * x + b */                                                                  \
+  ATTR static void grad_##SFX(const float *restrict dy, const float *restrict x,                  \
+                              float *restrict dx, int64_t n, int64_t t, const float *restrict k,  \
+                              const float *restrict kx, const float *restrict b) {                \
+    for (int64_t o = 0; o < n; o += t) {                                                          \
+      int64_t len = n - o < t ? n - o : t;                                                        \
+      const float *d = dy + o, *xo = x + o;                                                       \
+      float *g = dx + o;                                                                          \
+      _Pragma("omp simd") for (int64_t j = 0; j < len; j++) g[j] = k[j] * d[j] - kx[j] * xo[j] +  \
+                                                                  b[j];                           \
+    }                                                                                             \
+  }
+
+#if defined(__x86_64__) || defined(__i386__)
+TILE_LOOPS(avx512, __attribute__((target("avx512f"))))
+#define PICK(v, fn, ...) ((v) ? fn##_avx512(__VA_ARGS__) : fn##_c(__VA_ARGS__))
+#else
+#define PICK(v, fn, ...) fn##_c(__VA_ARGS__)
+#endif
+TILE_LOOPS(c, )
+
+static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
+
+typedef struct bn_geom {
+  int64_t rows, c, t; /* t: the tile, lcm(c, LANES) floats */
+} bn_geom;
+
+static bn_geom geom_of(const cx_tensor *x) {
+  int64_t c = x->shape.d[1];
+  return (bn_geom){x->shape.d[0] * x->shape.d[2] * x->shape.d[3], c, c / gcd(c, LANES) * LANES};
+}
+
+/* The scratch: per-thread double partials (2C each), per-thread float lanes (2T each), and four
+ * tiled per-channel rows (T each). */
+typedef struct bn_scratch {
+  double *part;
+  float *lanes, *m, *k, *kx, *b;
+} bn_scratch;
+
+size_t cx_bn_nhwc_scratch(int64_t c, int threads) {
+  int64_t t = c / gcd(c, LANES) * LANES;
+  return (size_t)threads * (2 * (size_t)c * sizeof(double) + 2 * (size_t)t * sizeof(float)) +
+         4 * (size_t)t * sizeof(float);
+}
+
+static bn_scratch scratch_of(const cx_kernel_args *a, const bn_geom *d, int threads) {
+  bn_scratch s = {.part = a->scratch};
+  s.lanes = (float *)(s.part + (size_t)threads * 2 * (size_t)d->c);
+  s.m = s.lanes + (size_t)threads * 2 * (size_t)d->t;
+  s.k = s.m + d->t;
+  s.kx = s.k + d->t;
+  s.b = s.kx + d->t;
+  return s;
+}
+
+/* Repeats row[0..c) over the tile (row is its first c entries). */
+static void tile(float *row, const bn_geom *d) {
+  for (int64_t j = d->c; j < d->t; j++) row[j] = row[j - d->c];
+}
+
+/* This thread's floats [f0, f1) of the tensor: whole tiles, except the last thread's end. */
+static void thread_span(const bn_geom *d, int64_t *f0, int64_t *f1) {
+  int t = omp_get_thread_num(), nt = omp_get_num_threads();
+  int64_t tiles = (d->rows * d->c + d->t - 1) / d->t, n = d->rows * d->c;
+  *f0 = tiles * t / nt * d->t;
+  *f1 = tiles * (t + 1) / nt * d->t;
+  if (*f0 > n) *f0 = n;
+  if (*f1 > n) *f1 = n;
+}
+
+/* Sums, in BLOCK-tile rounds folded into double: this thread's x (m == NULL) or squared deviations
+ * from m into its partial row `slot`, per channel. */
+static void partial_sums(const bn_scratch *s, const bn_geom *d, const float *x, const float *m,
+                         int slot, bool v) {
+  int th = omp_get_thread_num();
+  float *lanes = s->lanes + (size_t)th * 2 * (size_t)d->t;
+  double *acc = s->part + ((size_t)th * 2 + (size_t)slot) * (size_t)d->c;
+  int64_t f0, f1;
+  thread_span(d, &f0, &f1);
+  memset(acc, 0, sizeof(double) * (size_t)d->c);
+  for (int64_t o = f0; o < f1; o += BLOCK * d->t) {
+    int64_t n = f1 - o < BLOCK * d->t ? f1 - o : BLOCK * d->t;
+    memset(lanes, 0, sizeof(float) * (size_t)d->t);
+    PICK(v, sums, x + o, n, d->t, m, lanes);
+    for (int64_t j = 0; j < d->t; j++) acc[j % d->c] += lanes[j];
+  }
+  (void)v;
+}
+
+/* The same for BatchNormGrad: sum(dy) into slot 0, sum(dy * (x - m)) into slot 1. */
+static void partial_dots(const bn_scratch *s, const bn_geom *d, const float *dy, const float *x,
+                         bool v) {
+  int th = omp_get_thread_num();
+  float *l0 = s->lanes + (size_t)th * 2 * (size_t)d->t, *l1 = l0 + d->t;
+  double *a0 = s->part + (size_t)th * 2 * (size_t)d->c, *a1 = a0 + d->c;
+  int64_t f0, f1;
+  thread_span(d, &f0, &f1);
+  memset(a0, 0, sizeof(double) * 2 * (size_t)d->c);
+  for (int64_t o = f0; o < f1; o += BLOCK * d->t) {
+    int64_t n = f1 - o < BLOCK * d->t ? f1 - o : BLOCK * d->t;
+    memset(l0, 0, sizeof(float) * 2 * (size_t)d->t);
+    PICK(v, dots, dy + o, x + o, n, d->t, s->m, l0, l1);
+    for (int64_t j = 0; j < d->t; j++) {
+      a0[j % d->c] += l0[j];
+      a1[j % d->c] += l1[j];
+    }
+  }
+  (void)v;
+}
+
+/* Sum of the threads' partials for channel c (slot 0 or 1). */
+static double reduce(const bn_scratch *s, const bn_geom *d, int nt, int slot, int64_t c) {
+  double t = 0;
+  for (int i = 0; i < nt; i++) t += s->part[((size_t)i * 2 + (size_t)slot) * (size_t)d->c + (size_t)c];
+  return t;
+}
+
+void cx_bn_nhwc_infer(const cx_kernel_args *a, int threads) {
+  bn_geom d = geom_of(&a->in[0]);
+  bn_scratch s = scratch_of(a, &d, threads);
+  const float *scale = cx_f32(&a->in[1]), *bias = cx_f32(&a->in[2]);
+  const float *mean = cx_f32(&a->in[3]), *var = cx_f32(&a->in[4]);
+  float eps = cx_node_float(a->node, "epsilon", 1e-5f);
+  for (int64_t c = 0; c < d.c; c++) {
+    s.k[c] = scale[c] / sqrtf(var[c] + eps);
+    s.b[c] = bias[c] - mean[c] * s.k[c];
+  }
+  tile(s.k, &d);
+  tile(s.b, &d);
+  const float *x = cx_f32(&a->in[0]);
+  float *y = cx_f32(&a->out[0]);
+  bool v = cx_cpu_avx512();
+  (void)v;
+#pragma omp parallel num_threads(threads)
+  {
+    int64_t f0, f1;
+    thread_span(&d, &f0, &f1);
+    PICK(v, affine, x + f0, y + f0, f1 - f0, d.t, s.k, s.b);
+  }
+}
+
+/* Channel c's statistics once its variance is known: outputs, running statistics, and the affine
+ * coefficients of the normalisation. As bn_train_channel in norm.c. */
+static void train_finish(const cx_kernel_args *a, const bn_scratch *s, int64_t c, double var,
+                         double m, float eps) {
+  float mean = s->m[c], invstd = (float)(1.0 / sqrt(var + eps));
+  s->k[c] = cx_f32(&a->in[1])[c] * invstd;
+  s->b[c] = cx_f32(&a->in[2])[c] - mean * s->k[c];
+  cx_f32(&a->out[1])[c] = mean;
+  cx_f32(&a->out[2])[c] = invstd;
+  if (a->training && !a->recompute) { /* a recomputation saw this batch already */
+    float mom = cx_node_float(a->node, "momentum", 0.9f);
+    double unbiased = m > 1 ? var * m / (m - 1) : var;
+    float *rm = cx_f32(&a->in[3]), *rv = cx_f32(&a->in[4]);
+    rm[c] = rm[c] * mom + mean * (1 - mom);
+    rv[c] = (float)(rv[c] * mom + unbiased * (1 - mom));
+  }
+}
+
+void cx_bn_nhwc_train(const cx_kernel_args *a, int threads) {
+  bn_geom d = geom_of(&a->in[0]);
+  bn_scratch s = scratch_of(a, &d, threads);
+  const float *x = cx_f32(&a->in[0]);
+  float *y = cx_f32(&a->out[0]);
+  float eps = cx_node_float(a->node, "epsilon", 1e-5f);
+  double m = (double)d.rows;
+  bool v = cx_cpu_avx512();
+#pragma omp parallel num_threads(threads)
+  {
+    int nt = omp_get_num_threads();
+    partial_sums(&s, &d, x, NULL, 0, v);
+#pragma omp barrier
+#pragma omp single
+    {
+      for (int64_t c = 0; c < d.c; c++) s.m[c] = (float)(reduce(&s, &d, nt, 0, c) / m);
+      tile(s.m, &d);
+    }
+    partial_sums(&s, &d, x, s.m, 1, v);
+#pragma omp barrier
+#pragma omp single
+    {
+      for (int64_t c = 0; c < d.c; c++) train_finish(a, &s, c, reduce(&s, &d, nt, 1, c) / m, m, eps);
+      tile(s.k, &d);
+      tile(s.b, &d);
+    }
+    int64_t f0, f1;
+    thread_span(&d, &f0, &f1);
+    PICK(v, affine, x + f0, y + f0, f1 - f0, d.t, s.k, s.b);
+  }
+}
+
+/* BatchNormGrad (dY, X, scale, mean, invstd) -> (dX, dScale, dBias); the algebra of norm.c's
+ * bn_grad_channel: dX = k * dY - kx * X + b with the mean terms folded into b. */
+void cx_bn_nhwc_grad(const cx_kernel_args *a, int threads) {
+  bn_geom d = geom_of(&a->in[1]);
+  bn_scratch s = scratch_of(a, &d, threads);
+  const float *dy = cx_f32(&a->in[0]), *x = cx_f32(&a->in[1]), *scale = cx_f32(&a->in[2]);
+  const float *mean = cx_f32(&a->in[3]), *invstd = cx_f32(&a->in[4]);
+  float *dx = cx_f32(&a->out[0]);
+  double m = (double)d.rows;
+  bool v = cx_cpu_avx512();
+  memcpy(s.m, mean, sizeof(float) * (size_t)d.c);
+  tile(s.m, &d);
+#pragma omp parallel num_threads(threads)
+  {
+    int nt = omp_get_num_threads();
+    partial_dots(&s, &d, dy, x, v);
+#pragma omp barrier
+#pragma omp single
+    {
+      for (int64_t c = 0; c < d.c; c++) {
+        double sdy = reduce(&s, &d, nt, 0, c), sdyx = reduce(&s, &d, nt, 1, c);
+        float is = invstd[c], k = scale[c] * is, kx = (float)(k * is * is * sdyx / m);
+        s.k[c] = k;
+        s.kx[c] = kx;
+        s.b[c] = (float)(-k * sdy / m) + kx * mean[c];
+        cx_f32(&a->out[1])[c] = (float)(sdyx * is);
+        cx_f32(&a->out[2])[c] = (float)sdy;
+      }
+      tile(s.k, &d);
+      tile(s.kx, &d);
+      tile(s.b, &d);
+    }
+    int64_t f0, f1;
+    thread_span(&d, &f0, &f1);
+    PICK(v, grad, dy + f0, x + f0, dx + f0, f1 - f0, d.t, s.k, s.kx, s.b);
+  }
+  (void)v;
+}
