@@ -64,9 +64,6 @@ static double now(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* a + b, where a NAN (nothing before) counts as 0 */
-static double plus(double a, double b) { return (isfinite(a) ? a : 0) + b; }
-
 static bool exists(const char *path) { return access(path, F_OK) == 0; }
 
 static bool stage_complete(const runner *r, const cx_pipeline_stage *s) {
@@ -165,7 +162,7 @@ static cx_status stage_result(const runner *r, const cx_pipeline_stage *s, const
   out->teacher_batches = before->teacher_batches + r->teacher_batches;
   out->cached_batches = before->cached_batches + r->cached_batches;
   if (s->trains) {
-    out->train_seconds = plus(before->train_seconds, res->seconds);
+    out->train_seconds = res->seconds;
     out->images_per_s = res->images_per_s;
     out->steps = res->steps;
   }
@@ -175,12 +172,23 @@ static cx_status stage_result(const runner *r, const cx_pipeline_stage *s, const
   return CX_OK;
 }
 
+/* The stage's time over all its runs: the training time (which checkpoints carry, so that it
+ * survives a run that was killed) plus what the runs spent outside training (loading, export,
+ * evaluation after training), as far as the .started file kept it. */
+static double stage_seconds(const cx_stage_result *before, const cx_train_result *res,
+                            double seconds) {
+  double outside = seconds - (res->seconds - res->resumed_seconds);
+  if (isfinite(before->seconds) && isfinite(before->train_seconds))
+    outside += before->seconds - before->train_seconds;
+  return res->seconds + outside;
+}
+
 /* A stopped stage keeps its time so far in its .started file, for the report. */
 static cx_status stopped(runner *r, const cx_pipeline_stage *s, const cx_train_result *res,
                          const cx_stage_result *before, double seconds) {
   cx_stage_result so_far = cx_stage_result_empty();
-  so_far.seconds = plus(before->seconds, seconds);
-  so_far.train_seconds = plus(before->train_seconds, res->seconds);
+  so_far.seconds = stage_seconds(before, res, seconds);
+  so_far.train_seconds = res->seconds;
   so_far.teacher_batches = before->teacher_batches + r->teacher_batches;
   so_far.cached_batches = before->cached_batches + r->cached_batches;
   CX_TRY(cx_pipeline_manifest_write(r->out, s->name, "started", s->tc.hash, &so_far));
@@ -217,7 +225,7 @@ static cx_status run_stage(runner *r, int id) {
   if (st == CX_OK && res.stopped) st = stopped(r, s, &res, &before, now() - t0);
   else if (st == CX_OK) {
     st = stage_result(r, s, g, &res, &before, &result);
-    result.seconds = plus(before.seconds, now() - t0);
+    result.seconds = stage_seconds(&before, &res, now() - t0);
     if (st == CX_OK) {
       st = finish(r, s, g, old, &result, &res);
       old = NULL;

@@ -457,7 +457,7 @@ static bool untouched(const model *m) {
 
 static cx_checkpoint_meta test_meta(void) {
   cx_checkpoint_meta m = {.step = 1234, .epoch = 3, .batch = 17, .seed = 0x8000000000000005ull,
-                          .data_seed = 42, .rng_counter = 99};
+                          .data_seed = 42, .rng_counter = 99, .seconds = 3725.25};
   snprintf(m.config_hash, sizeof m.config_hash, "sha256:%s", "0123abcd");
   return m;
 }
@@ -492,6 +492,7 @@ static const char ckpt_py[] =
     "assert (a['step'], a['epoch'], a['batch']) == (1234, 3, 17), dict(a)\n"
     "assert a['seed'] == 0x8000000000000005 and a['seed'].dtype == np.uint64, a['seed']\n"
     "assert a['data_seed'] == 42 and a['rng_counter'] == 99, dict(a)\n"
+    "assert a['train_milliseconds'] == 3725250, dict(a)\n"
     "assert a['config_hash'] == 'sha256:0123abcd' and a['tool'] == 'compress', dict(a)\n"
     "params = ['conv1.weight', 'a%2Fb', '50%25', '%2E', 'onnx::Conv_12', 'scalar', 'empty']\n"
     "names = ['conv1.weight', 'a/b', '50%', '.', 'onnx::Conv_12', 'scalar', 'empty']\n"
@@ -528,7 +529,8 @@ static void test_roundtrip(const char *file) {
   CHECK(cx_checkpoint_peek(file, &got) == CX_OK, "peek: %s", cx_last_error());
   CHECK(got.step == want.step && got.epoch == want.epoch && got.batch == want.batch &&
             got.seed == want.seed && got.data_seed == want.data_seed &&
-            got.rng_counter == want.rng_counter && !strcmp(got.config_hash, want.config_hash) &&
+            got.rng_counter == want.rng_counter && got.seconds == want.seconds &&
+            !strcmp(got.config_hash, want.config_hash) &&
             !strcmp(got.tool, "compress") && got.format_version == 1,
         "peek returned other meta");
   memset(&got, 0, sizeof got);

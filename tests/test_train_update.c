@@ -189,8 +189,14 @@ static void test_resume(void) {
   ok = ok && train(parts, &o, &r2) == CX_OK;
   o.stop_after = 0;
   snprintf(last, sizeof last, "%s", r2.checkpoint); /* cx_train clears r2 first */
+  double first_seconds = r2.seconds;
   o.resume_from = last;
   ok = ok && train(parts, &o, &r2) == CX_OK;
+  /* the checkpoint carries the first run's time (in ms, stamped just before its end) */
+  CHECK(ok && fabs(r2.resumed_seconds - first_seconds) < 1 &&
+        r2.resumed_seconds <= first_seconds + 0.001 && r2.seconds >= r2.resumed_seconds,
+        "time: first run %g s, resumed from %g s, whole %g s", first_seconds,
+        r2.resumed_seconds, r2.seconds);
   CHECK(ok && r2.resumed_step == 2 && r2.skipped_steps == r1.skipped_steps &&
         r2.loss_scale == r1.loss_scale, "resumed: from %lld, %lld skipped, scale %g; whole run: "
         "%lld skipped, scale %g", (long long)r2.resumed_step, (long long)r2.skipped_steps,

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -345,6 +346,7 @@ static cx_status write_meta(const char *path, hid_t f, const cx_checkpoint_meta 
   CX_TRY(write_u64(path, f, "seed", m->seed));
   CX_TRY(write_u64(path, f, "data_seed", m->data_seed));
   CX_TRY(write_u64(path, f, "rng_counter", m->rng_counter));
+  CX_TRY(write_i64(path, f, "train_milliseconds", (int64_t)llround(m->seconds * 1000)));
   CX_TRY(write_str(path, f, "config_hash", m->config_hash));
   CX_TRY(write_str(path, f, "created", created));
   return write_str(path, f, "tool", m->tool[0] ? m->tool : "compress");
@@ -528,6 +530,16 @@ cx_status cx_checkpoint_save(const char *path, const cx_checkpoint_meta *meta, i
 
 /* ---- loading ---- */
 
+/* Optional: checkpoints written before it was recorded have none. */
+static cx_status read_seconds(const char *path, hid_t f, cx_checkpoint_meta *m) {
+  int64_t ms = 0;
+  if (H5Aexists(f, "train_milliseconds") > 0)
+    CX_TRY(read_int(path, f, "train_milliseconds", H5T_NATIVE_INT64, &ms));
+  H5Eclear2(H5E_DEFAULT);
+  m->seconds = (double)ms / 1000;
+  return CX_OK;
+}
+
 static cx_status read_meta(const char *path, hid_t f, cx_checkpoint_meta *m) {
   char format[64];
   memset(m, 0, sizeof *m);
@@ -546,6 +558,7 @@ static cx_status read_meta(const char *path, hid_t f, cx_checkpoint_meta *m) {
   CX_TRY(read_int(path, f, "seed", H5T_NATIVE_UINT64, &m->seed));
   CX_TRY(read_int(path, f, "data_seed", H5T_NATIVE_UINT64, &m->data_seed));
   CX_TRY(read_int(path, f, "rng_counter", H5T_NATIVE_UINT64, &m->rng_counter));
+  CX_TRY(read_seconds(path, f, m));
   CX_TRY(read_str(path, f, "config_hash", m->config_hash, sizeof m->config_hash));
   return read_str(path, f, "tool", m->tool, sizeof m->tool);
 }

@@ -38,6 +38,10 @@ typedef struct cx_checkpoint_meta {
   uint64_t seed;        /* the run's seed (initialisation, dropout) */
   uint64_t data_seed;   /* the loader's seed (order, augmentation) */
   uint64_t rng_counter; /* draws taken from any sequential stream of the trainer */
+  /* Wall-clock seconds of training up to this checkpoint, over every run that led to it, so a
+   * resumed run reports how long the whole training took (stored in milliseconds; files
+   * without it read as 0). */
+  double seconds;
   char config_hash[CX_CHECKPOINT_HASH_MAX + 1]; /* identifies the training configuration */
   char tool[64];        /* save: "" writes "compress"; load: what wrote the file */
   int64_t format_version; /* load and peek: the file's; save ignores it */

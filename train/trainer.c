@@ -64,6 +64,8 @@ typedef struct run {
   window win;
   cx_tensor win_t;
   double t_start, t_log, wait_log, images_log; /* throughput since the last logged step */
+  double seconds_before;                       /* training time of the runs before a resume */
+  double step_seconds, images_run;             /* in training steps, this run */
   cx_diag diag;
   cx_layer_norm *layers;
   int n_layers, *layer_param;
@@ -311,7 +313,8 @@ static cx_status save_checkpoint(run *r, cx_train_result *res) {
     return cx_fail(CX_ERR_IO, "%s: cannot create: %s", o->checkpoint_dir, strerror(errno));
   cx_checkpoint_meta m = {.step = r->step, .epoch = r->epoch, .batch = r->batch,
                           .seed = o->seed, .data_seed = o->seed,
-                          .rng_counter = cx_program_step(r->train)};
+                          .rng_counter = cx_program_step(r->train),
+                          .seconds = r->seconds_before + now() - r->t_start};
   snprintf(m.config_hash, sizeof m.config_hash, "%s", o->config_hash ? o->config_hash : "");
   r->scaler_state[0] = r->scaler.scale;
   r->scaler_state[1] = r->scaler.good_steps;
@@ -351,6 +354,7 @@ static cx_status restore(run *r) {
   cx_optimizer_set_step_count(r->opt, m.step - r->scaler.skipped);
   cx_program_set_step(r->train, m.rng_counter);
   r->step = r->start_step = m.step;
+  r->seconds_before = m.seconds;
   r->epoch = m.epoch;
   r->batch = m.batch;
   return CX_OK;
@@ -464,7 +468,7 @@ static cx_status apply_update(run *r, bool logged, double *grad_norm, float *lr,
 static cx_status train_step(run *r, bool logged, double *gnorm, float *lr, cx_train_result *res) {
   const cx_train_opts *o = r->o;
   cx_eval_sums acc = {0};
-  double loss_sum = 0;
+  double loss_sum = 0, t_step = now();
   for (int m = 0; m < o->accum_steps; m++) {
     cx_batch b;
     double t0 = now();
@@ -477,8 +481,10 @@ static cx_status train_step(run *r, bool logged, double *gnorm, float *lr, cx_tr
     if (r->acc) CX_TRY(cx_grad_accumulate(r->acc, r->grads, r->n_params, m == 0));
     loss_sum += loss / o->accum_steps;
     r->images_log += (double)b.size;
+    r->images_run += (double)b.size;
   }
   CX_TRY(apply_update(r, logged, gnorm, lr, res));
+  r->step_seconds += now() - t_step;
   r->step++;
   r->batch += o->accum_steps;
   r->win.steps += 1;
@@ -645,7 +651,9 @@ static cx_status train_epochs(run *r, cx_graph *model, cx_train_result *res) {
   res->steps = r->step;
   res->skipped_steps = r->scaler.skipped;
   res->loss_scale = r->loss_seed ? r->scaler.scale : 0;
-  res->seconds = now() - r->t_start;
+  res->seconds = r->seconds_before + now() - r->t_start;
+  res->resumed_seconds = r->seconds_before;
+  if (r->step_seconds > 0) res->images_per_s = r->images_run / r->step_seconds;
   res->data_wait_s = cx_loader_wait_seconds(r->loader);
   if (!res->stopped) CX_TRY(save_checkpoint(r, res));
   return with_ema(r, store_model, model);

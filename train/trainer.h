@@ -102,7 +102,11 @@ typedef struct cx_train_result {
   int64_t resumed_step;                /* the checkpoint's step; 0 for a fresh start */
   int64_t total_steps;                 /* of the whole run */
   bool stopped;                        /* by stop_after or interrupt, before the end */
-  double seconds, images_per_s, data_wait_s, final_loss;
+  /* seconds: the whole training's wall-clock time, counting runs before a resume (resumed_seconds
+   * of it); images_per_s: while the last log line is pending, the rate since the previous one;
+   * at the end, the mean over this run's training steps (data waits included; evaluation and
+   * checkpoints not) */
+  double seconds, resumed_seconds, images_per_s, data_wait_s, final_loss;
   cx_eval_result val;                  /* the last evaluation (n 0: none) */
   char checkpoint[4200];               /* the last checkpoint written ("" if none) */
   int64_t skipped_steps;               /* dynamic loss scaling: steps skipped for overflow */
