@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/file_replace.h"
 #include "../train/crc32c.h"
 #include "distill.h"
 
@@ -198,39 +199,14 @@ static cx_status build_image(const char *path, const cx_kd_cache_meta *m,
   return CX_OK;
 }
 
-static cx_status write_synced(const char *tmp, const uint8_t *img, size_t size) {
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-  if (fd < 0) return cx_fail(CX_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
-  size_t done = 0;
-  while (done < size) {
-    ssize_t w = write(fd, img + done, size - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) break;
-    done += (size_t)w;
-  }
-  int e = errno;
-  bool ok = done == size && (fsync(fd) == 0 || (e = errno, false));
-  if (close(fd) != 0 && ok) ok = false, e = errno;
-  if (!ok) return cx_fail(CX_ERR_IO, "cannot write %s: %s", tmp, strerror(e));
-  return CX_OK;
-}
-
 cx_status cx_kd_cache_file_write(const char *path, const cx_kd_cache_meta *meta,
                                  const cx_kd_cache_rows *rows) {
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-  size_t tl = strlen(path) + 32;
-  char *tmp = malloc(tl);
-  if (!tmp) return cx_fail(CX_ERR_NOMEM, "%s: out of memory", path);
-  snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
   uint8_t *img = NULL;
   size_t size = 0;
   cx_status s = build_image(path, meta, rows, &img, &size);
-  if (s == CX_OK) s = write_synced(tmp, img, size);
-  if (s == CX_OK && rename(tmp, path) != 0)
-    s = cx_fail(CX_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
-  if (s != CX_OK) unlink(tmp);
+  if (s == CX_OK) s = cx_file_replace(path, img, size);
   free(img);
-  free(tmp);
   return s;
 }
 

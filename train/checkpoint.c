@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/file_replace.h"
 #include "crc32c.h"
 
 /* ---- HDF5 errors ---- */
@@ -456,50 +457,6 @@ static cx_status build_image(const char *path, const cx_checkpoint_meta *m,
   return CX_OK;
 }
 
-/* Writes img to tmp and syncs it to disk, so that a crash after the rename finds it whole. */
-static cx_status write_tmp(const char *path, const char *tmp, const uint8_t *img, size_t size) {
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-  if (fd < 0)
-    return cx_fail(CX_ERR_IO, "%s: cannot create the temporary file %s: %s", path, tmp,
-                   strerror(errno));
-  size_t done = 0;
-  while (done < size) {
-    ssize_t w = write(fd, img + done, size - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) break;
-    done += (size_t)w;
-  }
-  int e = errno;
-  bool ok = done == size && (fsync(fd) == 0 || (e = errno, false));
-  if (close(fd) != 0 && ok) ok = false, e = errno;
-  if (!ok)
-    return cx_fail(CX_ERR_IO, "%s: cannot write the temporary file %s: %s", path, tmp,
-                   strerror(e));
-  return CX_OK;
-}
-
-/* Best effort: some file systems refuse to sync a folder. */
-static void sync_parent(const char *path) {
-  char *dir = strdup(path);
-  if (!dir) return;
-  char *slash = strrchr(dir, '/');
-  if (slash == dir) dir[1] = '\0'; /* "/name": the root */
-  else if (slash) *slash = '\0';
-  int fd = open(slash ? dir : ".", O_RDONLY);
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
-  free(dir);
-}
-
-static cx_status rename_into_place(const char *path, const char *tmp) {
-  if (rename(tmp, path) != 0)
-    return cx_fail(CX_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
-  sync_parent(path);
-  return CX_OK;
-}
-
 cx_status cx_checkpoint_save(const char *path, const cx_checkpoint_meta *meta, int n_params,
                              const char *const *names, const cx_tensor *const *params,
                              int n_state, const char *const *state_names,
@@ -513,18 +470,11 @@ cx_status cx_checkpoint_save(const char *path, const cx_checkpoint_meta *meta, i
       strnlen(meta->tool, sizeof meta->tool) >= sizeof meta->tool)
     return cx_fail(CX_ERR_ARG, "%s: the config hash or tool name is not a terminated string",
                    path);
-  size_t tl = strlen(path) + 32;
-  char *tmp = malloc(tl);
-  if (!tmp) return cx_fail(CX_ERR_NOMEM, "%s: out of memory", path);
-  snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
   uint8_t *img = NULL;
   size_t size = 0;
   cx_status s = build_image(path, meta, &ps, &ss, &img, &size);
-  if (s == CX_OK) s = write_tmp(path, tmp, img, size);
-  if (s == CX_OK) s = rename_into_place(path, tmp);
-  if (s != CX_OK) unlink(tmp);
+  if (s == CX_OK) s = cx_file_replace(path, img, size);
   free(img);
-  free(tmp);
   return s;
 }
 
