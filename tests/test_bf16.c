@@ -13,17 +13,7 @@
 #include "../models/zoo.h"
 #include "../train/train_graph.h"
 #include "op_check.h"
-
-static int fails;
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fails++;                                                                                     \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 /* bf16 keeps 8 significant bits: one rounding is at most 2^-9 relative; sums of many rounded
  * products err less, relative to the result's norm. */

@@ -11,40 +11,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fails=0
 
-fail() {
-  echo "FAIL: $*"
-  fails=$((fails + 1))
-}
-
-# run EXPECTED_STATUS NAME ARGS...: runs compress, keeping stdout and stderr in $work/NAME.*
-run() {
-  local want=$1 name=$2
-  shift 2
-  "$compress" "$@" >"$work/$name.out" 2>"$work/$name.err"
-  local got=$?
-  if [[ $got != "$want" ]]; then
-    fail "$name: compress $* exited $got, expected $want"
-    sed 's/^/    /' "$work/$name.err"
-  else
-    echo "ok   $name (exit $got)"
-  fi
-}
-
-# expect_in NAME STREAM TEXT: the output holds TEXT
-expect_in() {
-  grep -qF -- "$3" "$work/$1.$2" || {
-    fail "$1: '$3' is not in its std$2:"
-    sed 's/^/    /' "$work/$1.$2"
-  }
-}
-
-# one_line_error NAME TEXT: stderr is one line that names TEXT
-one_line_error() {
-  local lines
-  lines=$(wc -l <"$work/$1.err")
-  [[ $lines == 1 ]] || fail "$1: $lines lines on stderr, expected 1"
-  expect_in "$1" err "$2"
-}
+source "$(dirname "$(realpath "${BASH_SOURCE[0]}")")/cli_lib.sh"
 
 model=$files/cnn.onnx
 input=$files/cnn_input.npy

@@ -7,17 +7,7 @@
 #include "../core/graph.h"
 #include "../core/plan.h"
 #include "../core/rng.h"
-
-static int fails;
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fails++;                                                                                     \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 static void test_half_floats(void) {
   /* every f16 bit pattern survives f16 -> f32 -> f16 (NaNs stay NaN) */

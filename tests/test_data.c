@@ -17,19 +17,9 @@
 
 #include "../core/npy.h"
 #include "../data/data.h"
+#include "check.h"
 
-static int failures;
 static char dir[64];
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      failures++;                                                                                  \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
 
 #define FMNIST "/usr/share/datasets/fashion-mnist"
 
@@ -589,6 +579,6 @@ int main(void) {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) printf("could not remove %s\n", dir);
-  printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
-  return failures != 0;
+  printf("%s: %d failure(s)\n", fails ? "FAILED" : "passed", fails);
+  return fails != 0;
 }

@@ -23,19 +23,9 @@
 #include "../models/layers.h"
 #include "../models/zoo.h"
 #include "../train/trainer.h"
+#include "check.h"
 
 #define FMNIST "/usr/share/datasets/fashion-mnist"
-
-static int fails;
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fails++;                                                                                     \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
 
 /* ---- data ---- */
 

@@ -18,17 +18,7 @@
 #include "../kernels/cpu/eltwise_engine.h"
 #include "../models/zoo.h"
 #include "op_check.h"
-
-static int fails;
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fails++;                                                                                     \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 /* ---- 1. kernels between convolutions ---------------------------------------------------------- */
 

@@ -14,17 +14,7 @@
 #include "../kernels/cpu/cpu.h"
 #include "../models/zoo.h"
 #include "../train/optim_program.h"
-
-static int fails;
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fails++;                                                                                     \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 /* At 1000 classes and 3x224x224.
  * params: torchvision's weights meta "num_params" (torchvision/models/resnet.py, mobilenetv2.py,

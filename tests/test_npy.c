@@ -7,19 +7,9 @@
 #include <unistd.h>
 
 #include "../core/npy.h"
+#include "check.h"
 
-static int failures;
 static char dir[64];
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      failures++;                                                                                  \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
 
 static const char *path_of(const char *name) {
   static char buf[4][256];
@@ -330,6 +320,6 @@ int main(void) {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) printf("note: could not remove %s\n", dir);
-  printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
-  return failures != 0;
+  printf("%s: %d failure(s)\n", fails ? "FAILED" : "passed", fails);
+  return fails != 0;
 }

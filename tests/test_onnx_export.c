@@ -26,6 +26,7 @@
 #include "../kernels/cpu/cpu.h"
 #include "../models/tiny_cnn.h"
 #include "op_check.h"
+#include "check.h"
 
 #ifndef CX_ORT_CHECK
 #define CX_ORT_CHECK "tests/ort_check.py"
@@ -35,19 +36,8 @@
 enum { BATCH = 3, MAX_OUT = 8, MAX_IN = 4 };
 static const double TOL = 1e-5;
 
-static int fails;
 static char dir[1024];
 static bool have_ort;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fails++;                                                                                     \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
 
 /* ---- building ---- */
 
@@ -477,7 +467,7 @@ static void check_graph(const char *label, cx_graph *g, int n_bn, int n_kept) {
   feeds_free(&x);
 }
 
-/* ---- failures ---- */
+/* ---- fails ---- */
 
 static bool exists(const char *path) { return access(path, F_OK) == 0; }
 

@@ -9,18 +9,7 @@
 #include "../core/program.h"
 #include "../kernels/cpu/cpu.h"
 #include "op_check.h"
-
-static int fails;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fails++;                                                                                     \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 /* A node named after its op whose outputs are all graph outputs. */
 static int op_node(cx_graph *g, const char *op, const int *in, int n_in, int n_out) {

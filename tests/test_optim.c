@@ -23,17 +23,7 @@
 #include "../train/optim.h"
 #include "op_check.h"
 #include "python_ref.h"
-
-static int fails;
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fails++;                                                                                     \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 /* ---- the problem: a few tensors of different ranks and sizes ---- */
 

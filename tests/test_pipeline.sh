@@ -28,42 +28,14 @@ cd /
 export OMP_NUM_THREADS=1
 fails=0
 
-fail() {
-  echo "FAIL: $*"
-  fails=$((fails + 1))
-}
-
-# run EXPECTED_STATUS NAME ARGS...: runs compress, keeping stdout and stderr in $work/NAME.*
-run() {
-  local want=$1 name=$2
-  shift 2
-  "$compress" "$@" >"$work/$name.out" 2>"$work/$name.err"
-  local got=$?
-  if [[ $got != "$want" ]]; then
-    fail "$name: compress $* exited $got, expected $want"
-    sed 's/^/    /' "$work/$name.err" | tail -20
-  else
-    echo "ok   $name (exit $got)"
-  fi
-}
-
-# expect_in NAME STREAM TEXT: the output holds TEXT
-expect_in() {
-  grep -qF -- "$3" "$work/$1.$2" || {
-    fail "$1: '$3' is not in its std$2:"
-    sed 's/^/    /' "$work/$1.$2"
-  }
-}
+source "$here/cli_lib.sh"
 
 # config_error NAME SED_EXPR POSITION TEXT: the file edited by SED_EXPR fails with one line
 # "compress pipeline: bad.toml:POSITION: ...TEXT..."
 config_error() {
   sed "$2" "$work/pipe.toml" >"$work/bad.toml"
   run 1 "$1" pipeline "$work/bad.toml" --out "$work/run_bad"
-  local lines
-  lines=$(wc -l <"$work/$1.err")
-  [[ $lines == 1 ]] || fail "$1: $lines lines on stderr, expected 1"
-  expect_in "$1" err "compress pipeline: $work/bad.toml:$3: "
+  one_line_error "$1" "compress pipeline: $work/bad.toml:$3: "
   expect_in "$1" err "$4"
 }
 

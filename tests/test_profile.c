@@ -15,17 +15,7 @@
 #include "../train/lr_find.h"
 #include "../train/profile.h"
 #include "../train/train_graph.h"
-
-static int fails;
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fails++;                                                                                     \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 static cx_program *compile_golden(void) {
   cx_graph *model = NULL, *tg = NULL;

@@ -13,23 +13,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fails=0
 
-fail() {
-  echo "FAIL: $*"
-  fails=$((fails + 1))
-}
-
-run() { # run EXPECTED_STATUS NAME ARGS...
-  local want=$1 name=$2
-  shift 2
-  "$compress" "$@" >"$work/$name.out" 2>"$work/$name.err"
-  local got=$?
-  if [[ $got != "$want" ]]; then
-    fail "$name: compress $* exited $got, expected $want"
-    sed 's/^/    /' "$work/$name.err"
-  else
-    echo "ok   $name (exit $got)"
-  fi
-}
+source "$(dirname "$(realpath "${BASH_SOURCE[0]}")")/cli_lib.sh"
 
 model=$fixtures/golden/cnn.onnx
 run 0 train profile "$model" --batch 8 --steps 3 --training --trace "$work/trace.json" --threads 1

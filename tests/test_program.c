@@ -12,17 +12,7 @@
 #include "../models/tiny_cnn.h"
 #include "../train/optim.h"
 #include "op_check.h"
-
-static int fails;
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fails++;                                                                                     \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 static int conv_bn(cx_graph *g, const char *name, int x, int c, bool relu, uint64_t seed) {
   char n[64];

@@ -12,17 +12,7 @@
 #include "../models/zoo.h"
 #include "../train/train_graph.h"
 #include "op_check.h"
-
-static int fails;
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fails++;                                                                                     \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 static cx_program *compile(const cx_graph *g, int64_t batch, const char *const *segs, int n) {
   cx_compile_opts o = {.batch = batch, .training = true, .loss = "loss",

@@ -9,18 +9,7 @@
 #include <unistd.h>
 
 #include "../core/toml.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      failures++;                                                                                  \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 /* ---- helpers ---- */
 
@@ -35,11 +24,11 @@ static cx_toml *parse(const char *text) {
 static void check_message(int line, const char *where, const char *words) {
   const char *msg = cx_last_error();
   if (strncmp(msg, where, strlen(where)) != 0) {
-    failures++;
+    fails++;
     printf("FAIL %s:%d: expected the message to start with \"%s\", got \"%s\"\n", __FILE__, line,
            where, msg);
   } else if (words && !strstr(msg, words)) {
-    failures++;
+    fails++;
     printf("FAIL %s:%d: expected \"%s\" in \"%s\"\n", __FILE__, line, words, msg);
   }
 }
@@ -49,13 +38,13 @@ static void bad_doc(int line, const char *text, cx_status want, const char *wher
   cx_toml *doc = NULL;
   cx_status s = cx_toml_parse_string(text, "t.toml", &doc);
   if (s == CX_OK) {
-    failures++;
+    fails++;
     printf("FAIL %s:%d: parsed, but should fail at %s\n", __FILE__, line, where);
     cx_toml_free(doc);
     return;
   }
   if (s != want) {
-    failures++;
+    fails++;
     printf("FAIL %s:%d: status %s, expected %s (%s)\n", __FILE__, line, cx_status_name(s),
            cx_status_name(want), cx_last_error());
   }
@@ -84,7 +73,7 @@ static void check_string(int line, const cx_toml *t, const char *key, const char
   const cx_toml *n = cx_toml_get(t, key);
   if (!n || cx_toml_type_of(n) != CX_TOML_STRING || cx_toml_len(n) != len ||
       memcmp(cx_toml_bytes(n), want, len) != 0) {
-    failures++;
+    fails++;
     printf("FAIL %s:%d: string '%s' is \"%s\" (%zu bytes), expected \"%s\" (%zu bytes)\n",
            __FILE__, line, key, n ? cx_toml_bytes(n) : "(missing)", cx_toml_len(n), want, len);
   }
@@ -93,7 +82,7 @@ static void check_string(int line, const cx_toml *t, const char *key, const char
 
 static void check_pos(int line, cx_toml_pos p, int want_line, int want_col) {
   if (p.line != want_line || p.col != want_col || strcmp(p.file, "t.toml") != 0) {
-    failures++;
+    fails++;
     printf("FAIL %s:%d: position %s:%d:%d, expected t.toml:%d:%d\n", __FILE__, line, p.file,
            p.line, p.col, want_line, want_col);
   }
@@ -626,6 +615,6 @@ int main(void) {
   test_bad_numbers();
   test_bad_dates();
   test_bad_structure();
-  printf("test_toml: %d failures\n", failures);
-  return failures != 0;
+  printf("test_toml: %d failures\n", fails);
+  return fails != 0;
 }

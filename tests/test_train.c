@@ -13,19 +13,9 @@
 #include "../kernels/cpu/cpu.h"
 #include "../models/zoo.h"
 #include "../train/trainer.h"
+#include "check.h"
 
 #define FMNIST "/usr/share/datasets/fashion-mnist"
-
-static int fails;
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fails++;                                                                                     \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
 
 static cx_status import_fashion(const char *dir, char *train, char *test) {
   cx_import_opts io = {.seed = 1};

@@ -11,19 +11,9 @@
 #include "../kernels/cpu/cpu.h"
 #include "../train/diagnose.h"
 #include "../train/train_config.h"
+#include "check.h"
 
-static int failures;
 static char dir[64];
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      failures++;                                                                                  \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
 
 static const char *base =
     "[model]\n"                                   /* 1 */
@@ -328,6 +318,6 @@ int main(void) {
     unlink(p);
   }
   rmdir(dir);
-  printf("%s: %d failure(s)\n", failures ? "FAIL" : "ok", failures);
-  return failures != 0;
+  printf("%s: %d failure(s)\n", fails ? "FAIL" : "ok", fails);
+  return fails != 0;
 }

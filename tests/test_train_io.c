@@ -20,19 +20,9 @@
 #include "../train/crc32c.h"
 #include "../train/metrics.h"
 #include "../train/tensorboard.h"
+#include "check.h"
 
-static int failures;
 static char dir[64];
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      failures++;                                                                                  \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
 
 static const char *path_of(const char *name) {
   static char buf[16][512];
@@ -741,7 +731,7 @@ int main(void) {
   test_checkpoints();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (failures == 0 && system(cmd) != 0) printf("could not remove %s\n", dir);
-  printf("%s (%d failures)\n", failures ? "FAILED" : "passed", failures);
-  return failures != 0;
+  if (fails == 0 && system(cmd) != 0) printf("could not remove %s\n", dir);
+  printf("%s (%d failures)\n", fails ? "FAILED" : "passed", fails);
+  return fails != 0;
 }

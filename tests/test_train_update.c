@@ -17,19 +17,9 @@
 #include "../data/data.h"
 #include "../train/trainer.h"
 #include "op_check.h"
+#include "check.h"
 
 enum { N = 64, SIDE = 8, K = 4, BATCH = 8 };
-
-static int fails;
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fails++;                                                                                     \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
 
 static char dir[64], data_path[128];
 
