@@ -1,7 +1,7 @@
 /* Distillation on real data (Fashion-MNIST from Debian's dataset-fashion-mnist), on a small
  * budget: a small CNN teacher is trained on 12000 images; a tiny student trained on 3000 of them
  * with the teacher's soft targets (T = 4, alpha = 0.9) must beat the same student trained from
- * scratch with the same steps and seed. A second distillation run reads every teacher output from
+ * scratch with the same steps, by half a point in the mean top-1 over 5 seeds (on 5000 test images). A second distillation run reads every teacher output from
  * the cache written by the first and must give the very same student. Bad teachers (classes,
  * input size) are refused before training.
  *
@@ -120,9 +120,11 @@ typedef struct paths {
   char dir[64], train[96], test[96], teach[96], stud[96], val[96], cache[96];
 } paths;
 
-static double train_student(const paths *p, const cx_graph *teacher, cx_kd_stats *stats) {
+static double train_student(const paths *p, const cx_graph *teacher, cx_kd_stats *stats,
+                            uint64_t seed) {
   cx_graph *s = student_cnn(3);
   cx_train_opts o = recipe(p->stud, p->val, 64, 4);
+  o.seed = seed;
   cx_kd *kd = NULL;
   cx_train_result r = {0};
   cx_status st = CX_OK;
@@ -136,10 +138,10 @@ static double train_student(const paths *p, const cx_graph *teacher, cx_kd_stats
   }
   if (st == CX_OK) st = cx_train(s, &o, &r);
   CHECK(st == CX_OK, "student: %s", cx_last_error());
-  if (kd) *stats = cx_kd_get_stats(kd);
+  if (kd && stats) *stats = cx_kd_get_stats(kd);
   CHECK(cx_kd_close(kd) == CX_OK, "kd close: %s", cx_last_error());
-  printf("student (%s): top-1 %.2f%%, loss %.4f, %lld steps, %.0f img/s, %.1f s\n",
-         teacher ? "distilled" : "scratch", r.val.top1, r.final_loss, (long long)r.steps,
+  printf("student (%s, seed %llu): top-1 %.2f%%, loss %.4f, %lld steps, %.0f img/s, %.1f s\n",
+         teacher ? "distilled" : "scratch", (unsigned long long)seed, r.val.top1, r.final_loss, (long long)r.steps,
          r.images_per_s, r.seconds);
   cx_graph_free(s);
   return st == CX_OK ? r.val.top1 : NAN;
@@ -203,21 +205,29 @@ static void test_distillation(const paths *p) {
   cx_status s = cx_train(teacher, &o, &r);
   CHECK(s == CX_OK, "teacher: %s", cx_last_error());
   printf("teacher: top-1 %.2f%%, %.0f img/s, %.1f s\n", r.val.top1, r.images_per_s, r.seconds);
+  /* One run of each differs by a few points from seed to seed: the bar is on means over seeds. */
+  enum { SEEDS = 5 };
   cx_kd_stats first = {0}, second = {0};
-  double scratch = train_student(p, NULL, NULL);
-  double kd = train_student(p, teacher, &first);
-  double again = train_student(p, teacher, &second);
-  printf("distilled %.2f%% vs scratch %.2f%% (+%.2f points); teacher ran on %lld of %lld "
-         "batches (%.1f s), then on %lld of %lld\n", kd, scratch, kd - scratch,
+  double scratch = 0, kd = 0, kd_first = 0;
+  for (int k = 0; k < SEEDS; k++) {
+    scratch += train_student(p, NULL, NULL, 7 + k) / SEEDS;
+    double top1 = train_student(p, teacher, k ? NULL : &first, 7 + k);
+    if (k == 0) kd_first = top1;
+    kd += top1 / SEEDS;
+  }
+  double again = train_student(p, teacher, &second, 7);
+  printf("distilled %.2f%% vs scratch %.2f%% (+%.2f points; means over %d seeds); teacher ran "
+         "on %lld of %lld batches (%.1f s), then on %lld of %lld\n", kd, scratch, kd - scratch,
+         SEEDS,
          (long long)first.teacher_batches, (long long)first.batches, first.teacher_seconds,
          (long long)second.teacher_batches, (long long)second.batches);
-  CHECK(kd > scratch + 0.5, "distillation %.2f%% does not beat the scratch student %.2f%%", kd,
-        scratch);
+  CHECK(kd > scratch + 0.5, "distillation %.2f%% does not beat the scratch student %.2f%% by "
+        "half a point (means over %d seeds)", kd, scratch, SEEDS);
   CHECK(first.teacher_batches == first.batches && first.cached_batches == 0,
         "the first run should run the teacher on every batch");
   CHECK(second.teacher_batches == 0 && second.cached_batches == second.batches,
         "the second run ran the teacher on %lld batches", (long long)second.teacher_batches);
-  CHECK(again == kd, "the cached run gave %.4f%%, the first %.4f%%", again, kd);
+  CHECK(again == kd_first, "the cached run gave %.4f%%, the first %.4f%%", again, kd_first);
   test_hints(p, teacher);
   cx_graph_free(teacher);
 }
@@ -370,7 +380,7 @@ int main(int argc, char **argv) {
   } else {
     if (s == CX_OK) s = subset(p.train, p.teach, 0, 10000);
     if (s == CX_OK) s = subset(p.train, p.stud, 0, 3000);
-    if (s == CX_OK) s = subset(p.test, p.val, 0, 2000);
+    if (s == CX_OK) s = subset(p.test, p.val, 0, 5000);
     if (s == CX_OK) {
       test_refusals(&p);
       test_distillation(&p);
