@@ -44,20 +44,21 @@ static void free_attr(cx_attr *a) {
   free(a->s);
 }
 
+static void free_node(cx_node *n) {
+  free(n->name);
+  free(n->in);
+  free(n->out);
+  for (int k = 0; k < n->n_attrs; k++) free_attr(&n->attrs[k]);
+  free(n->attrs);
+}
+
 void cx_graph_free(cx_graph *g) {
   if (!g) return;
   for (int i = 0; i < g->n_values; i++) {
     free(g->values[i].name);
     free(g->values[i].init);
   }
-  for (int i = 0; i < g->n_nodes; i++) {
-    cx_node *n = &g->nodes[i];
-    free(n->name);
-    free(n->in);
-    free(n->out);
-    for (int k = 0; k < n->n_attrs; k++) free_attr(&n->attrs[k]);
-    free(n->attrs);
-  }
+  for (int i = 0; i < g->n_nodes; i++) free_node(&g->nodes[i]);
   free(g->values);
   free(g->nodes);
   free(g->outputs);
@@ -407,6 +408,59 @@ cx_status cx_graph_validate(const cx_graph *g) {
   free(pending);
   free(queue);
   return s;
+}
+
+/* Drops the activation values no node produces or reads, renumbering the rest (order kept). */
+static cx_status drop_orphans(cx_graph *g) {
+  int nv = g->n_values;
+  int *id = malloc(sizeof(int) * ((size_t)nv + 1));
+  bool *used = calloc((size_t)nv + 1, 1);
+  if (!id || !used) {
+    free(id), free(used);
+    return cx_fail(CX_ERR_NOMEM, "out of memory");
+  }
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++)
+      if (g->nodes[i].in[k] >= 0) used[g->nodes[i].in[k]] = true;
+  for (int k = 0; k < g->n_outputs; k++) used[g->outputs[k]] = true;
+  int kept = 0;
+  for (int v = 0; v < nv; v++) {
+    cx_value *x = &g->values[v];
+    if (x->kind == CX_VALUE_ACT && x->producer < 0 && !used[v]) {
+      free(x->name);
+      free(x->init);
+      id[v] = -1;
+      continue;
+    }
+    id[v] = kept;
+    g->values[kept++] = *x;
+  }
+  g->n_values = kept;
+  for (int i = 0; i < g->n_nodes; i++) {
+    cx_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_in; k++) n->in[k] = n->in[k] < 0 ? -1 : id[n->in[k]];
+    for (int k = 0; k < n->n_out; k++) n->out[k] = id[n->out[k]];
+  }
+  for (int k = 0; k < g->n_outputs; k++) g->outputs[k] = id[g->outputs[k]];
+  free(id);
+  free(used);
+  return CX_OK;
+}
+
+cx_status cx_graph_remove_nodes(cx_graph *g, const bool *dead) {
+  int kept = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (dead[i]) {
+      free_node(&g->nodes[i]);
+      continue;
+    }
+    g->nodes[kept++] = g->nodes[i];
+  }
+  g->n_nodes = kept;
+  for (int v = 0; v < g->n_values; v++) g->values[v].producer = -1;
+  for (int i = 0; i < kept; i++)
+    for (int k = 0; k < g->nodes[i].n_out; k++) g->values[g->nodes[i].out[k]].producer = i;
+  return drop_orphans(g);
 }
 
 int64_t cx_graph_param_count(const cx_graph *g) {

@@ -115,6 +115,10 @@ cx_graph *cx_graph_clone(const cx_graph *g);
 /* Checks value ids, dangling inputs and cycles; the message names the node. */
 cx_status cx_graph_validate(const cx_graph *g);
 int64_t cx_graph_param_count(const cx_graph *g);
+/* Deletes the nodes marked in dead[] (n_nodes entries), then every activation value that no node
+ * produces and nothing reads (outputs of the deleted nodes, values a rewrite left behind).
+ * Node and value ids change; their order is kept. */
+cx_status cx_graph_remove_nodes(cx_graph *g, const bool *dead);
 /* Makes room so that the next `nodes` nodes and `values` values are added without moving the
  * arrays (pointers to nodes and values stay valid meanwhile). */
 cx_status cx_graph_reserve(cx_graph *g, int nodes, int values);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "autodiff.h"
+#include "fuse.h"
 #include "layout.h"
 #include "op.h"
 #include "plan.h"
@@ -415,6 +416,7 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
   cx_graph *g = p->g;
   CX_TRY(schedule(g));
   if (o->training) CX_TRY(use_train_ops(g));
+  if (o->training) CX_TRY(cx_fuse_training(g));
   CX_TRY(set_batch(g, o->batch));
   p->n_fwd = g->n_nodes;
   CX_TRY(infer_range(g, 0, p->n_fwd));

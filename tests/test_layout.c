@@ -16,9 +16,9 @@
 #include "../core/rng.h"
 #include "../kernels/cpu/cpu.h"
 #include "../kernels/cpu/eltwise_engine.h"
-#include "../models/zoo.h"
-#include "op_check.h"
 #include "check.h"
+#include "model_compare.h"
+#include "op_check.h"
 
 /* ---- 1. kernels between convolutions ---------------------------------------------------------- */
 
@@ -103,6 +103,26 @@ static void bn_case(const char *label, int64_t c, int64_t h, bool train) {
   int y = conv(g, "c2", b, c, 3, 3, 1, 1, 14);
   cx_graph_mark_output(g, y);
   check_graph(label, g, (const char *[]){"c1", "bn", NULL}, train, 0);
+  cx_graph_free(g);
+}
+
+/* conv -> BN -> Relu or Clip -> conv: the training program fuses the activation into BN
+ * (core/fuse.c), so the NHWC BatchNormTrain clamps and its gradient masks. */
+static void bn_act_case(const char *label, const char *op, float lo, float hi) {
+  cx_graph *g = cx_graph_new();
+  int x = oc_param(g, "X", &S(3, 2, 6, 5), -1, 1, 15);
+  int a = conv(g, "c1", x, 2, 20, 3, 1, 1, 16);
+  int b = bn_node(g, "bn", a, 20, 17), r;
+  if (strcmp(op, "Clip") == 0) {
+    int l = cx_graph_const_f32(g, "lo", &(cx_shape){0}, &lo);
+    int h = cx_graph_const_f32(g, "hi", &(cx_shape){0}, &hi);
+    r = cx_graph_op(g, op, "act", (int[]){b, l, h}, 3);
+  } else {
+    r = cx_graph_op(g, op, "act", &b, 1);
+  }
+  int y = conv(g, "c2", r, 20, 3, 3, 1, 1, 18);
+  cx_graph_mark_output(g, y);
+  check_graph(label, g, (const char *[]){"c1", "act", NULL}, true, 0);
   cx_graph_free(g);
 }
 
@@ -205,6 +225,9 @@ static void kernel_cases(void) {
   bn_case("nhwc bn inference", 20, 5, false);
   bn_case("nhwc bn train 16", 16, 5, true);
   bn_case("nhwc bn train, several sum blocks", 20, 40, true);
+  bn_act_case("nhwc bn + relu (fused)", "Relu", 0, 0);
+  bn_act_case("nhwc bn + relu6 (fused)", "Clip", 0, 6);
+  bn_act_case("nhwc bn + clip [-0.3, 0.4] (fused)", "Clip", -0.3f, 0.4f);
   const char *acts[] = {"Relu", "Clip", "HardSwish", "Sigmoid", NULL};
   for (int k = 0; acts[k]; k++) act_case(acts[k]);
   join_case();
@@ -216,102 +239,27 @@ static void kernel_cases(void) {
 
 /* ---- 2. whole models, pass on and off --------------------------------------------------------- */
 
-static void fill(cx_tensor *t, uint64_t key) {
-  float *x = t->data;
-  for (int64_t i = 0; i < cx_tensor_numel(t); i++) x[i] = cx_rng_normal(key, (uint64_t)i);
-}
-
-static double max_abs(const cx_tensor *t) {
-  const float *x = t->data;
-  double m = 0;
-  for (int64_t i = 0; i < cx_tensor_numel(t); i++) m = fmax(m, fabs((double)x[i]));
-  return m;
-}
-
-/* max|a - b| / max(max|b|, floor) */
-static double rel_err_floor(const cx_tensor *a, const cx_tensor *b, double floor) {
-  const float *x = a->data;
-  double d = 0;
-  for (int64_t i = 0; i < cx_tensor_numel(b); i++) d = fmax(d, fabs((double)x[i] - ((float *)b->data)[i]));
-  return d / fmax(max_abs(b), floor);
-}
-
-/* max|a - b| / max|b| */
-static double rel_err(const cx_tensor *a, const cx_tensor *b) {
-  const float *x = a->data, *y = b->data;
-  double d = 0, m = 1e-12;
-  for (int64_t i = 0; i < cx_tensor_numel(b); i++) {
-    d = fmax(d, fabs((double)x[i] - y[i]));
-    m = fmax(m, fabs((double)y[i]));
-  }
-  return d / m;
-}
-
-/* The model with labels and a cross-entropy loss (training) or alone, compiled with the layout
- * pass on or off, inputs filled, one step run. */
-static cx_program *run_model(const char *spec, bool train, bool layout, int64_t batch) {
-  cx_graph *g = NULL;
-  cx_program *p = NULL;
-  CHECK(cx_model_build(spec, &g, NULL) == CX_OK, "%s: %s", spec, cx_last_error());
-  if (!g) return NULL;
-  if (train) {
-    int labels = cx_graph_input(g, "labels", CX_S64, &S(-1));
-    int loss = cx_graph_op(g, "SoftmaxCrossEntropyLoss", "loss",
-                           (int[]){cx_graph_find_value(g, "logits"), labels}, 2);
-    cx_graph_mark_output(g, loss);
-  }
-  if (!layout) setenv("CX_LAYOUT", "plain", 1);
-  cx_compile_opts o = {.batch = batch, .training = train, .loss = train ? "loss" : NULL,
-                       .backend = cx_backend_cpu(), .seed = 3};
-  CHECK(cx_program_compile(g, &o, &p) == CX_OK, "%s: compile: %s", spec, cx_last_error());
-  unsetenv("CX_LAYOUT");
-  cx_graph_free(g);
-  if (!p) return NULL;
-  fill(cx_program_tensor(p, "input"), 21);
-  if (train) {
-    int64_t *y = cx_program_tensor(p, "labels")->data;
-    for (int64_t i = 0; i < batch; i++) y[i] = i % 10;
-  }
-  cx_status s = cx_program_forward(p);
-  if (s == CX_OK && train) s = cx_program_backward(p);
-  CHECK(s == CX_OK, "%s: step: %s", spec, cx_last_error());
-  return p;
-}
-
 static void model_case(const char *spec, int64_t batch) {
-  cx_program *on = run_model(spec, true, true, batch), *off = run_model(spec, true, false, batch);
+  cx_program *on = mc_run(spec, true, NULL, NULL, batch);
+  cx_program *off = mc_run(spec, true, "CX_LAYOUT", "plain", batch);
+  CHECK(on && off, "%s: training programs", spec);
   if (on && off) {
     int n = cx_program_channels_last_count(on);
     printf("%s: %d activations channels-last in training (0 with CX_LAYOUT=plain: %d)\n", spec, n,
            cx_program_channels_last_count(off));
     CHECK(n > 0 && cx_program_channels_last_count(off) == 0, "%s: %d channels-last values", spec,
           n);
-    double e = rel_err(cx_program_tensor(on, "loss"), cx_program_tensor(off, "loss")), worst = 0;
-    CHECK(e <= 1e-4, "%s: loss differs by %.2e", spec, e);
-    /* The bias gradient of a BN whose output feeds a convolution and another BN is zero in exact
-     * arithmetic (BN's dX sums to zero per channel), so it is rounding noise on both sides:
-     * errors are relative to the tensor's largest gradient, at least 1e-3 of the model's. */
-    const char *worst_name = "";
-    double floor = 0;
-    for (int k = 0; k < cx_program_param_count(on); k++)
-      floor = fmax(floor, 1e-3 * max_abs(cx_program_param_grad(off, k)));
-    for (int k = 0; k < cx_program_param_count(on); k++) {
-      double ek = rel_err_floor(cx_program_param_grad(on, k), cx_program_param_grad(off, k), floor);
-      if (ek > worst) worst = ek, worst_name = cx_program_param_name(on, k);
-    }
-    printf("%s: loss error %.2e, worst gradient error %.2e (%s)\n", spec, e, worst, worst_name);
-    CHECK(worst <= 1e-4, "%s: gradient of '%s' differs by %.2e", spec, worst_name, worst);
+    fails += mc_compare_training(spec, on, off, 1e-4);
   }
   cx_program_free(on);
   cx_program_free(off);
-  on = run_model(spec, false, true, batch);
-  off = run_model(spec, false, false, batch);
+  on = mc_run(spec, false, NULL, NULL, batch);
+  off = mc_run(spec, false, "CX_LAYOUT", "plain", batch);
+  CHECK(on && off, "%s: inference programs", spec);
   if (on && off) {
-    double e = rel_err(cx_program_tensor(on, "logits"), cx_program_tensor(off, "logits"));
-    printf("%s: inference logits error %.2e\n", spec, e);
     CHECK(cx_program_channels_last_count(on) > 0, "%s: inference has no channels-last value",
           spec);
-    CHECK(e <= 1e-4, "%s: inference logits differ by %.2e", spec, e);
+    fails += mc_compare_inference(spec, on, off, 1e-4);
   }
   cx_program_free(on);
   cx_program_free(off);

@@ -1,6 +1,8 @@
+#include <math.h>
 #include <stddef.h>
 
 #include "families.h"
+#include "norm.h"
 
 /* Batch normalization over axis 1 of an [N, C, D1, ...] tensor (rank >= 2).
  * Inference (BatchNormalization) uses the running statistics; a training program replaces it with
@@ -15,6 +17,23 @@ static const cx_attr_schema bn_attrs[] = {
     {"training_mode", CX_ATTR_INT, false},
     {NULL, 0, false},
 };
+
+/* BatchNormTrain and BatchNormGrad: the fused activation's bounds (norm.h) as well */
+static const cx_attr_schema bn_train_attrs[] = {
+    {"epsilon", CX_ATTR_FLOAT, false},
+    {"momentum", CX_ATTR_FLOAT, false},
+    {"training_mode", CX_ATTR_INT, false},
+    {CX_BN_ACT_MIN, CX_ATTR_FLOAT, false},
+    {CX_BN_ACT_MAX, CX_ATTR_FLOAT, false},
+    {NULL, 0, false},
+};
+
+bool cx_bn_activation(const cx_node *n, float *lo, float *hi) {
+  const cx_attr *a = cx_node_attr(n, CX_BN_ACT_MIN), *b = cx_node_attr(n, CX_BN_ACT_MAX);
+  *lo = a ? a->f : -INFINITY;
+  *hi = b ? b->f : INFINITY;
+  return a || b;
+}
 
 static cx_status bn_check_inputs(const cx_infer_ctx *ctx) {
   const cx_node *n = ctx->node;
@@ -58,16 +77,21 @@ static cx_status bn_train_infer(const cx_infer_ctx *ctx) {
   return CX_OK;
 }
 
-/* BatchNormGrad (dY, X, scale, saved_mean, saved_invstd) -> (dX, dScale, dBias) */
+/* BatchNormGrad (dY, X, scale, saved_mean, saved_invstd[, B]) -> (dX, dScale, dBias); B only
+ * with a fused activation, which recomputes the normalised value from it. */
 static cx_status bn_grad_infer(const cx_infer_ctx *ctx) {
   const cx_node *n = ctx->node;
+  float lo, hi;
+  if (cx_bn_activation(n, &lo, &hi) != (n->n_in == 6 && n->in[5] >= 0))
+    return cx_fail(CX_ERR_ARG, "node '%s' (BatchNormGrad): B (input 5) is given exactly when an "
+                   "activation is fused", n->name);
   char b0[CX_SHAPE_STR], b1[CX_SHAPE_STR];
   const cx_shape *x = &ctx->in_shape[1];
   if (!cx_shape_equal(&ctx->in_shape[0], x) || x->ndim < 2)
     return cx_fail(CX_ERR_SHAPE, "node '%s' (BatchNormGrad): dY %s and X %s must have one shape "
                    "of rank >= 2", n->name, cx_shape_str(&ctx->in_shape[0], b0),
                    cx_shape_str(x, b1));
-  for (int i = 2; i < 5; i++)
+  for (int i = 2; i < n->n_in; i++)
     if (ctx->in_shape[i].ndim != 1 || ctx->in_shape[i].d[0] != x->d[1])
       return cx_fail(CX_ERR_SHAPE, "node '%s' (BatchNormGrad): input %d has shape %s; expected "
                      "[%lld]", n->name, i, cx_shape_str(&ctx->in_shape[i], b0), (long long)x->d[1]);
@@ -82,9 +106,11 @@ static cx_status bn_train_grad(const cx_grad_ctx *ctx) {
   for (int i = 0; i < n->n_in; i++) ctx->dx[i] = -1;
   if (ctx->dy[0] < 0) return CX_OK;
   /* saved_mean and saved_invstd are outputs 1 and 2 of BatchNormTrain */
-  int in[5] = {ctx->dy[0], n->in[0], n->in[1], n->out[1], n->out[2]};
-  int g = cx_grad_node(ctx, "BatchNormGrad", in, 5, 3);
+  int in[6] = {ctx->dy[0], n->in[0], n->in[1], n->out[1], n->out[2], n->in[2]};
+  float lo, hi;
+  int g = cx_grad_node(ctx, "BatchNormGrad", in, cx_bn_activation(n, &lo, &hi) ? 6 : 5, 3);
   if (g < 0) return cx_graph_status(ctx->g);
+  cx_grad_copy_attrs(ctx, g);
   for (int i = 0; i < 3; i++)
     if (ctx->need[i]) ctx->dx[i] = cx_node_output(ctx->g, g, i);
   return CX_OK;
@@ -103,7 +129,7 @@ static const cx_op_def batch_norm_train = {
     .name = "BatchNormTrain",
     .domain = CX_DOMAIN_COMPRESS,
     .min_in = 5, .max_in = 5, .min_out = 3, .max_out = 3,
-    .attrs = bn_attrs,
+    .attrs = bn_train_attrs,
     .infer = bn_train_infer,
     .grad = bn_train_grad,
 };
@@ -111,8 +137,8 @@ static const cx_op_def batch_norm_train = {
 static const cx_op_def batch_norm_grad = {
     .name = "BatchNormGrad",
     .domain = CX_DOMAIN_COMPRESS,
-    .min_in = 5, .max_in = 5, .min_out = 3, .max_out = 3,
-    .attrs = bn_attrs,
+    .min_in = 5, .max_in = 6, .min_out = 3, .max_out = 3,
+    .attrs = bn_train_attrs,
     .infer = bn_grad_infer,
 };
 

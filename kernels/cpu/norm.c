@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "../../core/ops/norm.h"
 #include "cpu.h"
 #include "norm_nhwc.h"
 
@@ -73,11 +74,38 @@ static void plane_affine(const float *restrict x, float *restrict y, int64_t s, 
   for (int64_t i = 0; i < s; i++) y[i] = x[i] * a + b;
 }
 
+static void plane_affine_clamp(const float *restrict x, float *restrict y, int64_t s, float a,
+                               float b, float lo, float hi) {
+#pragma omp simd
+  for (int64_t i = 0; i < s; i++) { /* fmaxf and fminf would not vectorise (NaN rules) */
+    float z = x[i] * a + b;
+    z = z > lo ? z : lo;
+    y[i] = z < hi ? z : hi;
+  }
+}
+
+/* dy where the fused activation passes it: lo < x * kf + bf < hi (the forward's z), else 0 */
+static void plane_mask(const float *restrict dy, const float *restrict x, float *restrict dz,
+                       int64_t s, float kf, float bf, float lo, float hi) {
+#pragma omp simd
+  for (int64_t i = 0; i < s; i++) {
+    float z = x[i] * kf + bf;
+    dz[i] = z > lo && z < hi ? dy[i] : 0.0f;
+  }
+}
+
 /* dx = k * dy - kx * x + b */
 static void plane_grad(const float *restrict dy, const float *restrict x, float *restrict dx,
                        int64_t s, float k, float kx, float b) {
 #pragma omp simd
   for (int64_t i = 0; i < s; i++) dx[i] = k * dy[i] - kx * x[i] + b;
+}
+
+/* the same with dy in dx */
+static void plane_grad_in_place(float *restrict dx, const float *restrict x, int64_t s, float k,
+                                float kx, float b) {
+#pragma omp simd
+  for (int64_t i = 0; i < s; i++) dx[i] = k * dx[i] - kx * x[i] + b;
 }
 
 /* ---- channels-last X (norm_nhwc.c) needs per-thread partial sums in scratch ------------------ */
@@ -137,9 +165,13 @@ static void bn_train_channel(const cx_kernel_args *a, bn_dims d, int64_t c, floa
   for (int64_t n = 0; n < d.n; n++) sq += plane_sq_dev(x + (n * d.c + c) * d.s, d.s, mean);
   double var = sq / m;
   float invstd = (float)(1.0 / sqrt(var + eps));
-  float k = cx_f32(&a->in[1])[c] * invstd, b = cx_f32(&a->in[2])[c] - mean * k;
-  for (int64_t n = 0; n < d.n; n++)
-    plane_affine(x + (n * d.c + c) * d.s, y + (n * d.c + c) * d.s, d.s, k, b);
+  float k = cx_f32(&a->in[1])[c] * invstd, b = cx_f32(&a->in[2])[c] - mean * k, lo, hi;
+  bool act = cx_bn_activation(a->node, &lo, &hi);
+  for (int64_t n = 0; n < d.n; n++) {
+    int64_t o = (n * d.c + c) * d.s;
+    if (act) plane_affine_clamp(x + o, y + o, d.s, k, b, lo, hi);
+    else plane_affine(x + o, y + o, d.s, k, b);
+  }
   cx_f32(&a->out[1])[c] = mean;
   cx_f32(&a->out[2])[c] = invstd;
   if (a->training && !a->recompute) { /* a recomputation saw this batch already */
@@ -164,11 +196,20 @@ static cx_status bn_train_run(const cx_kernel_args *a) {
 }
 
 /* dX = scale * invstd * (dY - mean(dY) - xhat * mean(dY * xhat)), dScale = sum(dY * xhat),
- * dBias = sum(dY), with xhat = (X - mean) * invstd. */
+ * dBias = sum(dY), with xhat = (X - mean) * invstd. With a fused activation its gradient, dY
+ * masked, is first written into dX and stands for dY. */
 static void bn_grad_channel(const cx_kernel_args *a, bn_dims d, int64_t c) {
   const float *dy = cx_f32(&a->in[0]), *x = cx_f32(&a->in[1]);
-  float mean = cx_f32(&a->in[3])[c], invstd = cx_f32(&a->in[4])[c];
+  float mean = cx_f32(&a->in[3])[c], invstd = cx_f32(&a->in[4])[c], lo, hi;
   double sdy = 0, sdyx = 0, m = (double)d.n * d.s;
+  if (cx_bn_activation(a->node, &lo, &hi)) {
+    float kf = cx_f32(&a->in[2])[c] * invstd, bf = cx_f32(&a->in[5])[c] - mean * kf;
+    for (int64_t n = 0; n < d.n; n++) {
+      int64_t o = (n * d.c + c) * d.s;
+      plane_mask(dy + o, x + o, cx_f32(&a->out[0]) + o, d.s, kf, bf, lo, hi);
+    }
+    dy = cx_f32(&a->out[0]);
+  }
   for (int64_t n = 0; n < d.n; n++) {
     int64_t o = (n * d.c + c) * d.s;
     plane_dot(dy + o, x + o, d.s, mean, &sdy, &sdyx);
@@ -179,7 +220,8 @@ static void bn_grad_channel(const cx_kernel_args *a, bn_dims d, int64_t c) {
   /* dX = k * dY - kx * X + b, with the mean terms folded into b */
   for (int64_t n = 0; n < d.n; n++) {
     int64_t o = (n * d.c + c) * d.s;
-    plane_grad(dy + o, x + o, dx + o, d.s, k, kx, b);
+    if (dy == dx) plane_grad_in_place(dx + o, x + o, d.s, k, kx, b);
+    else plane_grad(dy + o, x + o, dx + o, d.s, k, kx, b);
   }
   cx_f32(&a->out[1])[c] = (float)(sdyx * invstd);
   cx_f32(&a->out[2])[c] = (float)sdy;

@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "../../core/ops/norm.h"
 #include "eltwise_engine.h"
 
 /* Channels-last data is a flat run of rows of C floats. Loops over rows with an inner loop over C
@@ -43,6 +44,53 @@ enum { BLOCK = 32, LANES = 16 };
       _Pragma("omp simd") for (int64_t j = 0; j < len; j++) {                                     \
         l0[j] += d[j];                                                                            \
         l1[j] += d[j] * (xo[j] - m[j]);                                                           \
+      }                                                                                           \
+    }                                                                                             \
+  }                                                                                               \
+  /* y = clamp(x * k + b, lo, hi) */                                                            \
+  ATTR static void affine_clamp_##SFX(const float *restrict x, float *restrict y, int64_t n,      \
+                                      int64_t t, const float *restrict k,                         \
+                                      const float *restrict b, float lo, float hi) {              \
+    for (int64_t o = 0; o < n; o += t) {                                                          \
+      int64_t len = n - o < t ? n - o : t;                                                        \
+      const float *xo = x + o;                                                                    \
+      float *yo = y + o;                                                                          \
+      _Pragma("omp simd") for (int64_t j = 0; j < len; j++) {                                     \
+        float z = xo[j] * k[j] + b[j];                                                            \
+        z = z > lo ? z : lo; /* fmaxf and fminf would not vectorise (NaN rules) */                \
+        yo[j] = z < hi ? z : hi;                                                                  \
+      }                                                                                           \
+    }                                                                                             \
+  }                                                                                               \
+  /* dots of dz = dy where lo < x * kf + bf < hi (the fused activation's gradient), else 0 */    \
+  ATTR static void dots_masked_##SFX(const float *restrict dy, const float *restrict x,          \
+                                     int64_t n, int64_t t, const float *restrict m,               \
+                                     const float *restrict kf, const float *restrict bf,          \
+                                     float lo, float hi, float *restrict l0,                      \
+                                     float *restrict l1) {                                        \
+    for (int64_t o = 0; o < n; o += t) {                                                          \
+      int64_t len = n - o < t ? n - o : t;                                                        \
+      const float *d = dy + o, *xo = x + o;                                                       \
+      _Pragma("omp simd") for (int64_t j = 0; j < len; j++) {                                     \
+        float z = xo[j] * kf[j] + bf[j], dz = z > lo && z < hi ? d[j] : 0.0f;                     \
+        l0[j] += dz;                                                                              \
+        l1[j] += dz * (xo[j] - m[j]);                                                             \
+      }                                                                                           \
+    }                                                                                             \
+  }                                                                                               \
+  /* grad with dz in place of dy */                                                               \
+  ATTR static void grad_masked_##SFX(const float *restrict dy, const float *restrict x,          \
+                                     float *restrict dx, int64_t n, int64_t t,                    \
+                                     const float *restrict k, const float *restrict kx,           \
+                                     const float *restrict b, const float *restrict kf,           \
+                                     const float *restrict bf, float lo, float hi) {              \
+    for (int64_t o = 0; o < n; o += t) {                                                          \
+      int64_t len = n - o < t ? n - o : t;                                                        \
+      const float *d = dy + o, *xo = x + o;                                                       \
+      float *g = dx + o;                                                                          \
+      _Pragma("omp simd") for (int64_t j = 0; j < len; j++) {                                     \
+        float z = xo[j] * kf[j] + bf[j], dz = z > lo && z < hi ? d[j] : 0.0f;                     \
+        g[j] = k[j] * dz - kx[j] * xo[j] + b[j];                                                  \
       }                                                                                           \
     }                                                                                             \
   }                                                                                               \
@@ -88,17 +136,18 @@ static bn_geom geom_of(const cx_tensor *x) {
   return (bn_geom){x->shape.d[0] * x->shape.d[2] * x->shape.d[3], c, c / gcd(c, LANES) * LANES};
 }
 
-/* The scratch: per-thread double partials (2C each), per-thread float lanes (2T each), and four
- * tiled per-channel rows (T each). */
+/* The scratch: per-thread double partials (2C each), per-thread float lanes (2T each), and six
+ * tiled per-channel rows (T each): the mean, the coefficients of dX (k, kx, b), and those of the
+ * forward normalisation (kf, bf) that a fused activation's gradient recomputes. */
 typedef struct bn_scratch {
   double *part;
-  float *lanes, *m, *k, *kx, *b;
+  float *lanes, *m, *k, *kx, *b, *kf, *bf;
 } bn_scratch;
 
 size_t cx_bn_nhwc_scratch(int64_t c, int threads) {
   int64_t t = c / gcd(c, LANES) * LANES;
   return (size_t)threads * (2 * (size_t)c * sizeof(double) + 2 * (size_t)t * sizeof(float)) +
-         4 * (size_t)t * sizeof(float);
+         6 * (size_t)t * sizeof(float);
 }
 
 static bn_scratch scratch_of(const cx_kernel_args *a, const bn_geom *d, int threads) {
@@ -108,6 +157,8 @@ static bn_scratch scratch_of(const cx_kernel_args *a, const bn_geom *d, int thre
   s.k = s.m + d->t;
   s.kx = s.k + d->t;
   s.b = s.kx + d->t;
+  s.kf = s.b + d->t;
+  s.bf = s.kf + d->t;
   return s;
 }
 
@@ -145,9 +196,10 @@ static void partial_sums(const bn_scratch *s, const bn_geom *d, const float *x, 
   (void)v;
 }
 
-/* The same for BatchNormGrad: sum(dy) into slot 0, sum(dy * (x - m)) into slot 1. */
+/* The same for BatchNormGrad: sum(dy) into slot 0, sum(dy * (x - m)) into slot 1; with a fused
+ * activation (act), of dy masked by it. */
 static void partial_dots(const bn_scratch *s, const bn_geom *d, const float *dy, const float *x,
-                         bool v) {
+                         const float *act, bool v) {
   int th = omp_get_thread_num();
   float *l0 = s->lanes + (size_t)th * 2 * (size_t)d->t, *l1 = l0 + d->t;
   double *a0 = s->part + (size_t)th * 2 * (size_t)d->c, *a1 = a0 + d->c;
@@ -157,7 +209,9 @@ static void partial_dots(const bn_scratch *s, const bn_geom *d, const float *dy,
   for (int64_t o = f0; o < f1; o += BLOCK * d->t) {
     int64_t n = f1 - o < BLOCK * d->t ? f1 - o : BLOCK * d->t;
     memset(l0, 0, sizeof(float) * 2 * (size_t)d->t);
-    PICK(v, dots, dy + o, x + o, n, d->t, s->m, l0, l1);
+    if (act)
+      PICK(v, dots_masked, dy + o, x + o, n, d->t, s->m, s->kf, s->bf, act[0], act[1], l0, l1);
+    else PICK(v, dots, dy + o, x + o, n, d->t, s->m, l0, l1);
     for (int64_t j = 0; j < d->t; j++) {
       a0[j % d->c] += l0[j];
       a1[j % d->c] += l1[j];
@@ -220,7 +274,8 @@ void cx_bn_nhwc_train(const cx_kernel_args *a, int threads) {
   bn_scratch s = scratch_of(a, &d, threads);
   const float *x = cx_f32(&a->in[0]);
   float *y = cx_f32(&a->out[0]);
-  float eps = cx_node_float(a->node, "epsilon", 1e-5f);
+  float eps = cx_node_float(a->node, "epsilon", 1e-5f), lo, hi;
+  bool act = cx_bn_activation(a->node, &lo, &hi);
   double m = (double)d.rows;
   bool v = cx_cpu_avx512();
 #pragma omp parallel num_threads(threads)
@@ -243,26 +298,43 @@ void cx_bn_nhwc_train(const cx_kernel_args *a, int threads) {
     }
     int64_t f0, f1;
     thread_span(&d, &f0, &f1);
-    PICK(v, affine, x + f0, y + f0, f1 - f0, d.t, s.k, s.b);
+    if (act) PICK(v, affine_clamp, x + f0, y + f0, f1 - f0, d.t, s.k, s.b, lo, hi);
+    else PICK(v, affine, x + f0, y + f0, f1 - f0, d.t, s.k, s.b);
   }
 }
 
-/* BatchNormGrad (dY, X, scale, mean, invstd) -> (dX, dScale, dBias); the algebra of norm.c's
- * bn_grad_channel: dX = k * dY - kx * X + b with the mean terms folded into b. */
+/* The forward's normalisation coefficients, as train_finish made them, tiled. */
+static void forward_coefficients(const cx_kernel_args *a, const bn_scratch *s, const bn_geom *d) {
+  const float *scale = cx_f32(&a->in[2]), *mean = cx_f32(&a->in[3]);
+  const float *invstd = cx_f32(&a->in[4]), *bias = cx_f32(&a->in[5]);
+  for (int64_t c = 0; c < d->c; c++) {
+    s->kf[c] = scale[c] * invstd[c];
+    s->bf[c] = bias[c] - mean[c] * s->kf[c];
+  }
+  tile(s->kf, d);
+  tile(s->bf, d);
+}
+
+/* BatchNormGrad (dY, X, scale, mean, invstd[, B]) -> (dX, dScale, dBias); the algebra of norm.c's
+ * bn_grad_channel: dX = k * dY - kx * X + b with the mean terms folded into b. With a fused
+ * activation, dY masked by it (recomputed from X and the forward's coefficients) stands for dY. */
 void cx_bn_nhwc_grad(const cx_kernel_args *a, int threads) {
   bn_geom d = geom_of(&a->in[1]);
   bn_scratch s = scratch_of(a, &d, threads);
   const float *dy = cx_f32(&a->in[0]), *x = cx_f32(&a->in[1]), *scale = cx_f32(&a->in[2]);
   const float *mean = cx_f32(&a->in[3]), *invstd = cx_f32(&a->in[4]);
   float *dx = cx_f32(&a->out[0]);
+  float bounds[2];
+  const float *act = cx_bn_activation(a->node, &bounds[0], &bounds[1]) ? bounds : NULL;
   double m = (double)d.rows;
   bool v = cx_cpu_avx512();
   memcpy(s.m, mean, sizeof(float) * (size_t)d.c);
   tile(s.m, &d);
+  if (act) forward_coefficients(a, &s, &d);
 #pragma omp parallel num_threads(threads)
   {
     int nt = omp_get_num_threads();
-    partial_dots(&s, &d, dy, x, v);
+    partial_dots(&s, &d, dy, x, act, v);
 #pragma omp barrier
 #pragma omp single
     {
@@ -281,7 +353,10 @@ void cx_bn_nhwc_grad(const cx_kernel_args *a, int threads) {
     }
     int64_t f0, f1;
     thread_span(&d, &f0, &f1);
-    PICK(v, grad, dy + f0, x + f0, dx + f0, f1 - f0, d.t, s.k, s.kx, s.b);
+    if (act)
+      PICK(v, grad_masked, dy + f0, x + f0, dx + f0, f1 - f0, d.t, s.k, s.kx, s.b, s.kf, s.bf,
+           act[0], act[1]);
+    else PICK(v, grad, dy + f0, x + f0, dx + f0, f1 - f0, d.t, s.k, s.kx, s.b);
   }
   (void)v;
 }

@@ -1,5 +1,6 @@
 #include <math.h>
 
+#include "../../core/ops/norm.h"
 #include "ref.h"
 
 /* Batch normalization references. X is [N, C, spatial...]; element (n, c, i) sits at
@@ -48,17 +49,34 @@ static cx_status ref_bn_train(const cx_ref_args *a) {
   dims(&a->in[0].shape, &N, &C, &S);
   double eps = cx_node_float(a->node, "epsilon", 1e-5f);
   const double *x = a->in[0].data, *scale = a->in[1].data, *b = a->in[2].data;
+  float lo, hi;
+  bool act = cx_bn_activation(a->node, &lo, &hi);
   for (int64_t c = 0; c < C; c++) {
     double mean, var;
     channel_stats(x, N, C, S, c, &mean, &var);
     double invstd = 1 / sqrt(var + eps);
     for (int64_t n = 0; n < N; n++)
-      for (int64_t i = 0; i < S; i++)
-        a->out[0].data[(n * C + c) * S + i] = scale[c] * (at(x, n, c, i, C, S) - mean) * invstd + b[c];
+      for (int64_t i = 0; i < S; i++) {
+        double z = scale[c] * (at(x, n, c, i, C, S) - mean) * invstd + b[c];
+        a->out[0].data[(n * C + c) * S + i] = act ? fmin(fmax(z, lo), hi) : z;
+      }
     if (a->n_out > 1) a->out[1].data[c] = mean;
     if (a->n_out > 2) a->out[2].data[c] = invstd;
   }
   return CX_OK;
+}
+
+/* dY at element (n, c, i), masked by the fused activation's gradient when there is one: passed
+ * where lo < z < hi for the normalised value z. */
+static double dy_at(const cx_ref_args *a, int64_t n, int64_t c, int64_t i, int64_t C,
+                    int64_t S) {
+  const double *x = a->in[1].data, *scale = a->in[2].data;
+  const double *mean = a->in[3].data, *invstd = a->in[4].data;
+  double dy = at(a->in[0].data, n, c, i, C, S);
+  float lo, hi;
+  if (!cx_bn_activation(a->node, &lo, &hi)) return dy;
+  double z = scale[c] * (at(x, n, c, i, C, S) - mean[c]) * invstd[c] + a->in[5].data[c];
+  return z > lo && z < hi ? dy : 0;
 }
 
 /* The textbook form: dxhat = dY * scale;
@@ -66,7 +84,7 @@ static cx_status ref_bn_train(const cx_ref_args *a) {
 static cx_status ref_bn_grad(const cx_ref_args *a) {
   int64_t N, C, S;
   dims(&a->in[1].shape, &N, &C, &S);
-  const double *dy = a->in[0].data, *x = a->in[1].data, *scale = a->in[2].data;
+  const double *x = a->in[1].data, *scale = a->in[2].data;
   const double *mean = a->in[3].data, *invstd = a->in[4].data;
   double m = (double)(N * S);
   for (int64_t c = 0; c < C; c++) {
@@ -74,13 +92,13 @@ static cx_status ref_bn_grad(const cx_ref_args *a) {
     for (int64_t n = 0; n < N; n++)
       for (int64_t i = 0; i < S; i++) {
         double xh = (at(x, n, c, i, C, S) - mean[c]) * invstd[c];
-        sdy += at(dy, n, c, i, C, S);
-        sdyxh += at(dy, n, c, i, C, S) * xh;
+        sdy += dy_at(a, n, c, i, C, S);
+        sdyxh += dy_at(a, n, c, i, C, S) * xh;
       }
     for (int64_t n = 0; n < N; n++)
       for (int64_t i = 0; i < S; i++) {
         double xh = (at(x, n, c, i, C, S) - mean[c]) * invstd[c];
-        double dxh = at(dy, n, c, i, C, S) * scale[c];
+        double dxh = dy_at(a, n, c, i, C, S) * scale[c];
         a->out[0].data[(n * C + c) * S + i] =
             invstd[c] * (dxh - scale[c] * sdy / m - xh * scale[c] * sdyxh / m);
       }

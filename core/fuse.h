@@ -1,0 +1,16 @@
+#ifndef CX_FUSE_H
+#define CX_FUSE_H
+
+#include "graph.h"
+
+/* Training-program fusions, made on the forward graph before the backward pass is built, so that
+ * the gradients follow from the fused ops' own rules.
+ *   - BatchNormTrain followed by Relu, or by Clip with constant bounds (ReLU6), becomes one
+ *     BatchNormTrain that clamps its output (core/ops/norm.h): the activation's pass over memory
+ *     forward, and its gradient's pass backward, disappear. The activation's output value, and
+ *     so its name, stays; the normalised value before it is no longer stored. Done only where
+ *     the BatchNormTrain output feeds that activation alone and is not a graph output.
+ * CX_FUSE=off in the environment turns every fusion off (to compare). */
+cx_status cx_fuse_training(cx_graph *g);
+
+#endif
