@@ -6,14 +6,12 @@
 #include "cache_file.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <hdf5.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "../core/file_replace.h"
 #include "../train/crc32c.h"

@@ -3,7 +3,6 @@
 #include "checkpoint.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <hdf5.h>
 #include <math.h>
 #include <stdbool.h>
@@ -12,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "../core/file_replace.h"
 #include "crc32c.h"

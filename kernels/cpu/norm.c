@@ -165,16 +165,22 @@ static void bn_train_channel(const cx_kernel_args *a, bn_dims d, int64_t c, floa
   for (int64_t n = 0; n < d.n; n++) sq += plane_sq_dev(x + (n * d.c + c) * d.s, d.s, mean);
   double var = sq / m;
   float invstd = (float)(1.0 / sqrt(var + eps));
-  float k = cx_f32(&a->in[1])[c] * invstd, b = cx_f32(&a->in[2])[c] - mean * k, lo, hi;
+  float k, b, lo, hi;
+  cx_bn_coefficients(cx_f32(&a->in[1])[c], cx_f32(&a->in[2])[c], mean, invstd, &k, &b);
   bool act = cx_bn_activation(a->node, &lo, &hi);
   for (int64_t n = 0; n < d.n; n++) {
     int64_t o = (n * d.c + c) * d.s;
     if (act) plane_affine_clamp(x + o, y + o, d.s, k, b, lo, hi);
     else plane_affine(x + o, y + o, d.s, k, b);
   }
+  cx_bn_save_channel(a, c, mean, invstd, var, m);
+}
+
+void cx_bn_save_channel(const cx_kernel_args *a, int64_t c, float mean, float invstd, double var,
+                        double m) {
   cx_f32(&a->out[1])[c] = mean;
   cx_f32(&a->out[2])[c] = invstd;
-  if (a->training && !a->recompute) { /* a recomputation saw this batch already */
+  if (a->training && !a->recompute) {
     float mom = cx_node_float(a->node, "momentum", 0.9f);
     double unbiased = m > 1 ? var * m / (m - 1) : var;
     float *rm = cx_f32(&a->in[3]), *rv = cx_f32(&a->in[4]);
@@ -203,7 +209,8 @@ static void bn_grad_channel(const cx_kernel_args *a, bn_dims d, int64_t c) {
   float mean = cx_f32(&a->in[3])[c], invstd = cx_f32(&a->in[4])[c], lo, hi;
   double sdy = 0, sdyx = 0, m = (double)d.n * d.s;
   if (cx_bn_activation(a->node, &lo, &hi)) {
-    float kf = cx_f32(&a->in[2])[c] * invstd, bf = cx_f32(&a->in[5])[c] - mean * kf;
+    float kf, bf;
+    cx_bn_coefficients(cx_f32(&a->in[2])[c], cx_f32(&a->in[5])[c], mean, invstd, &kf, &bf);
     for (int64_t n = 0; n < d.n; n++) {
       int64_t o = (n * d.c + c) * d.s;
       plane_mask(dy + o, x + o, cx_f32(&a->out[0]) + o, d.s, kf, bf, lo, hi);

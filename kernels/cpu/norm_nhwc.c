@@ -252,21 +252,13 @@ void cx_bn_nhwc_infer(const cx_kernel_args *a, int threads) {
 }
 
 /* Channel c's statistics once its variance is known: outputs, running statistics, and the affine
- * coefficients of the normalisation. As bn_train_channel in norm.c. */
+ * coefficients of the normalisation. */
 static void train_finish(const cx_kernel_args *a, const bn_scratch *s, int64_t c, double var,
                          double m, float eps) {
   float mean = s->m[c], invstd = (float)(1.0 / sqrt(var + eps));
-  s->k[c] = cx_f32(&a->in[1])[c] * invstd;
-  s->b[c] = cx_f32(&a->in[2])[c] - mean * s->k[c];
-  cx_f32(&a->out[1])[c] = mean;
-  cx_f32(&a->out[2])[c] = invstd;
-  if (a->training && !a->recompute) { /* a recomputation saw this batch already */
-    float mom = cx_node_float(a->node, "momentum", 0.9f);
-    double unbiased = m > 1 ? var * m / (m - 1) : var;
-    float *rm = cx_f32(&a->in[3]), *rv = cx_f32(&a->in[4]);
-    rm[c] = rm[c] * mom + mean * (1 - mom);
-    rv[c] = (float)(rv[c] * mom + unbiased * (1 - mom));
-  }
+  cx_bn_coefficients(cx_f32(&a->in[1])[c], cx_f32(&a->in[2])[c], mean, invstd, &s->k[c],
+                     &s->b[c]);
+  cx_bn_save_channel(a, c, mean, invstd, var, m);
 }
 
 void cx_bn_nhwc_train(const cx_kernel_args *a, int threads) {
@@ -307,10 +299,8 @@ void cx_bn_nhwc_train(const cx_kernel_args *a, int threads) {
 static void forward_coefficients(const cx_kernel_args *a, const bn_scratch *s, const bn_geom *d) {
   const float *scale = cx_f32(&a->in[2]), *mean = cx_f32(&a->in[3]);
   const float *invstd = cx_f32(&a->in[4]), *bias = cx_f32(&a->in[5]);
-  for (int64_t c = 0; c < d->c; c++) {
-    s->kf[c] = scale[c] * invstd[c];
-    s->bf[c] = bias[c] - mean[c] * s->kf[c];
-  }
+  for (int64_t c = 0; c < d->c; c++)
+    cx_bn_coefficients(scale[c], bias[c], mean[c], invstd[c], &s->kf[c], &s->bf[c]);
   tile(s->kf, d);
   tile(s->bf, d);
 }

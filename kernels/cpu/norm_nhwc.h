@@ -15,4 +15,18 @@ void cx_bn_nhwc_infer(const cx_kernel_args *a, int threads);
 void cx_bn_nhwc_train(const cx_kernel_args *a, int threads);
 void cx_bn_nhwc_grad(const cx_kernel_args *a, int threads);
 
+/* Shared by both layouts (norm.c). The normalisation as y = x * k + b: BatchNormTrain and a fused
+ * activation's BatchNormGrad make k and b the same way, so the gradient's recomputed value is
+ * the forward's bit for bit. */
+static inline void cx_bn_coefficients(float scale, float bias, float mean, float invstd, float *k,
+                                      float *b) {
+  *k = scale * invstd;
+  *b = bias - mean * *k;
+}
+/* BatchNormTrain's saved mean and inverse std of channel c, and, in training outside a
+ * recomputation (which saw this batch already), its running statistics; var is the biased
+ * batch variance over m values. */
+void cx_bn_save_channel(const cx_kernel_args *a, int64_t c, float mean, float invstd, double var,
+                        double m);
+
 #endif
