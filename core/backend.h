@@ -77,7 +77,21 @@ typedef struct cx_backend {
   /* CX_OK when this backend, on this machine, computes in precision p; else a message saying why
    * and what to use instead. Programs are compiled only for precisions that pass. */
   cx_status (*check_precision)(const struct cx_backend *b, cx_precision p);
+  /* Optional (NULL on the CPU, whose work is done when a call returns): the stream a program's
+   * kernels and copies are queued on, one per program. */
+  cx_status (*stream_create)(cx_stream **out);
+  void (*stream_free)(cx_stream *s);
 } cx_backend;
+
+/* Host access to backend memory, finished when they return (copy_async, then sync): the only way
+ * code above kernels/ reads or writes a tensor that lives on a backend. dst and src have the
+ * same byte size (cx_tensor_nbytes); host is that many bytes of host memory. */
+cx_status cx_backend_download(const cx_backend *b, void *host, const cx_tensor *t, cx_stream *s);
+cx_status cx_backend_upload(const cx_backend *b, const cx_tensor *t, const void *host,
+                            cx_stream *s);
+/* A copy between two tensors of backend b (device to device), as large as dst. */
+cx_status cx_backend_copy(const cx_backend *b, const cx_tensor *dst, const cx_tensor *src,
+                          cx_stream *s);
 
 static inline bool cx_backend_supports_op(const cx_backend *b, const cx_node *n,
                                           const cx_tensor *in, int n_in) {

@@ -19,6 +19,7 @@ struct cx_program {
   cx_graph *g; /* forward nodes, then backward nodes, in schedule order */
   int n_fwd;
   const cx_backend *be;
+  cx_stream *stream; /* the backend's, for every kernel and copy of this program; NULL on the CPU */
   bool training;
   cx_precision precision;
   uint64_t seed, step;
@@ -304,11 +305,11 @@ static cx_status place_values(cx_program *p) {
     p->t[v].device.kind = p->be->device;
     if (x->init)
       s = p->be->copy_async(p->t[v].data, p->be->device, x->init, CX_DEVICE_CPU, value_bytes(x),
-                            NULL);
+                            p->stream);
     else if (is_persistent(p, v))
-      p->be->memset_zero(p->t[v].data, value_bytes(x), NULL);
+      p->be->memset_zero(p->t[v].data, value_bytes(x), p->stream);
   }
-  if (s == CX_OK) s = p->be->sync(NULL);
+  if (s == CX_OK) s = p->be->sync(p->stream);
   free(off);
   free(req);
   return s;
@@ -322,7 +323,8 @@ static cx_kernel_args node_args(const cx_program *p, int i) {
                           .precision = p->precision,
                           .seed = p->seed, .step = p->step,
                           .node_index = p->key_node ? p->key_node[i] : i,
-                          .recompute = p->key_node && p->key_node[i] != i};
+                          .recompute = p->key_node && p->key_node[i] != i,
+                          .stream = p->stream};
 }
 
 static void fill_node_tensors(cx_program *p) {
@@ -433,6 +435,7 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
         p->grad_value[p->n_params++] = -1;
       }
   }
+  if (p->be->stream_create) CX_TRY(p->be->stream_create(&p->stream));
   CX_TRY(place_values(p));
   bind_node_tensors(p);
   find_key_nodes(p);
@@ -478,6 +481,7 @@ void cx_program_free(cx_program *p) {
     p->be->free(p->arena);
     p->be->free(p->persist);
     p->be->free(p->scratch);
+    if (p->stream && p->be->stream_free) p->be->stream_free(p->stream);
   }
   free(p->node_in);
   free(p->kernel);
@@ -577,9 +581,9 @@ cx_status cx_program_store(const cx_program *p, cx_graph *g) {
     if (d < 0 || !g->values[d].init || value_bytes(&g->values[d]) != value_bytes(x))
       return cx_fail(CX_ERR_ARG, "parameter '%s' has no counterpart of the same size", x->name);
     CX_TRY(p->be->copy_async(g->values[d].init, CX_DEVICE_CPU, p->t[v].data, p->be->device,
-                             value_bytes(x), NULL));
+                             value_bytes(x), p->stream));
   }
-  return p->be->sync(NULL);
+  return p->be->sync(p->stream);
 }
 
 cx_status cx_program_copy_params(cx_program *dst, const cx_program *src) {
@@ -590,9 +594,9 @@ cx_status cx_program_copy_params(cx_program *dst, const cx_program *src) {
     if (w < 0 || value_bytes(&src->g->values[w]) != value_bytes(x))
       return cx_fail(CX_ERR_ARG, "parameter '%s' has no counterpart of the same size", x->name);
     CX_TRY(dst->be->copy_async(dst->t[v].data, dst->be->device, src->t[w].data, src->be->device,
-                               value_bytes(x), NULL));
+                               value_bytes(x), dst->stream));
   }
-  return dst->be->sync(NULL);
+  return dst->be->sync(dst->stream);
 }
 
 cx_memory_plan cx_program_memory(const cx_program *p) { return p->mem; }
@@ -665,4 +669,16 @@ cx_status cx_program_locate_nonfinite(cx_program *p, char *msg, size_t len) {
   }
   snprintf(msg, len, "every node's outputs are finite on a re-run");
   return CX_OK;
+}
+
+const cx_backend *cx_program_backend(const cx_program *p) { return p->be; }
+
+cx_stream *cx_program_stream(const cx_program *p) { return p->stream; }
+
+cx_status cx_program_read(const cx_program *p, const cx_tensor *t, void *host) {
+  return cx_backend_download(p->be, host, t, p->stream);
+}
+
+cx_status cx_program_write(cx_program *p, const cx_tensor *t, const void *host) {
+  return cx_backend_upload(p->be, t, host, p->stream);
 }

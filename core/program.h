@@ -49,6 +49,14 @@ int cx_program_param_count(const cx_program *p);
 const char *cx_program_param_name(const cx_program *p, int i);
 cx_tensor *cx_program_param(cx_program *p, int i);
 cx_tensor *cx_program_param_grad(cx_program *p, int i); /* NULL in inference programs */
+/* The backend the program runs on and its stream (NULL on the CPU). */
+const cx_backend *cx_program_backend(const cx_program *p);
+cx_stream *cx_program_stream(const cx_program *p);
+/* Host access to one of the program's tensors (cx_program_tensor, cx_program_param, ...): the
+ * whole tensor from or to cx_tensor_nbytes(t) bytes of host memory, done when they return. Host
+ * code never dereferences a program tensor's data: on a GPU it is device memory. */
+cx_status cx_program_read(const cx_program *p, const cx_tensor *t, void *host);
+cx_status cx_program_write(cx_program *p, const cx_tensor *t, const void *host);
 /* Copies every parameter and statistic of src into the same-named one of dst (an evaluation
  * program following a training one); fails naming a value missing or of another size. */
 cx_status cx_program_copy_params(cx_program *dst, const cx_program *src);
