@@ -5,10 +5,10 @@
 
 #include "../core/program.h"
 #include "../core/rng.h"
-#include "../kernels/cpu/cpu.h"
 #include "../models/tiny_cnn.h"
 #include "../train/optim.h"
 #include "commands.h"
+#include "device.h"
 
 typedef struct demo_opts {
   int steps, batch, log_every;
@@ -65,8 +65,9 @@ static cx_status train(const demo_opts *o, float *first, float *last, cx_memory_
   cx_graph *g = cx_tiny_cnn(1, SIZE, CLASSES, o->seed);
   cx_program *p = NULL;
   cx_compile_opts co = {.batch = o->batch, .training = true, .loss = "loss",
-                        .backend = cx_backend_cpu(), .seed = o->seed};
-  cx_status s = cx_program_compile(g, &co, &p);
+                        .seed = o->seed};
+  cx_status s = cx_cli_backend(NULL, "demo", &co.backend);
+  if (s == CX_OK) s = cx_program_compile(g, &co, &p);
   cx_graph_free(g);
   if (s != CX_OK) return s;
   *mem = cx_program_memory(p);

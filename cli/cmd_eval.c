@@ -8,10 +8,11 @@
 #include "../train/train_config.h"
 #include "../train/trainer.h"
 #include "commands.h"
+#include "device.h"
 #include "onnx_common.h"
 
 typedef struct eval_args {
-  const char *model, *data, *part, *mean, *std, *scale;
+  const char *model, *data, *part, *mean, *std, *scale, *device;
   int64_t batch, threads;
   bool json;
 } eval_args;
@@ -84,7 +85,9 @@ static cx_status evaluate(const eval_args *a, eval_run *e) {
   cx_augment aug = {.crop = CX_CROP_NONE};
   if (s == CX_OK) cx_preprocess_to_augment(&e->pre, &aug);
   double t0 = seconds();
-  if (s == CX_OK) s = cx_evaluate(g, a->data, a->part, &aug, a->batch, &e->r);
+  const cx_backend *be = NULL;
+  if (s == CX_OK) s = cx_cli_backend(a->device, "--device", &be);
+  if (s == CX_OK) s = cx_evaluate(g, be, a->data, a->part, &aug, a->batch, &e->r);
   e->seconds = seconds() - t0;
   free(old);
   cx_graph_free(g);
@@ -120,7 +123,7 @@ static void print_result(const eval_args *a, const eval_run *e) {
 
 static int parse(int argc, char **argv, eval_args *a) {
   static const char *const valued[] = {"--data", "--part", "--batch", "--mean", "--std",
-                                       "--scale", "--threads", NULL};
+                                       "--scale", "--threads", "--device", NULL};
   for (int i = 0; i < argc; i++) {
     const char *k = argv[i];
     int v = -1;
@@ -131,7 +134,8 @@ static int parse(int argc, char **argv, eval_args *a) {
       return cx_cli_usage_error(&cx_cmd_eval, "option '%s' needs a value", k);
     else if (v >= 0) {
       const char *x = argv[++i];
-      const char **slot[] = {&a->data, &a->part, NULL, &a->mean, &a->std, &a->scale, NULL};
+      const char **slot[] = {&a->data, &a->part, NULL, &a->mean, &a->std, &a->scale, NULL,
+                             &a->device};
       int64_t *num = v == 2 ? &a->batch : &a->threads;
       char *end;
       if (slot[v]) *slot[v] = x;
@@ -162,7 +166,8 @@ const cx_command cx_cmd_eval = {
     .summary = "Top-1, top-5 and loss of a classifier on a data set",
     .usage =
         "usage: compress eval MODEL --data FILE.h5 [--part NAME] [--batch N] [--threads N]\n"
-        "                     [--json] [--mean a,b,c --std a,b,c] [--scale 1/255]\n\n"
+        "                     [--json] [--mean a,b,c --std a,b,c] [--scale 1/255]\n"
+        "                     [--device DEV]\n\n"
         "Runs MODEL (an ONNX file or a model spec) on every image of a data set part and\n"
         "prints top-1 and top-5 accuracy (percent) and the mean cross-entropy. The images\n"
         "are fed as NCHW floats, (pixel * scale - mean) / std per channel. A model written by\n"
@@ -175,6 +180,7 @@ const cx_command cx_cmd_eval = {
         "    --mean a,b,c     per-channel mean, on scaled pixels (one value: every channel)\n"
         "    --std a,b,c      per-channel standard deviation\n"
         "    --scale S        pixel scale: 1/255 (default) for [0,1], 1 for 0..255\n"
-        "    --json           print one JSON object\n",
+        "    --json           print one JSON object\n"
+        "    --device DEV     cpu, cuda or auto (default cpu; this build: cpu only)\n",
     .run = run,
 };

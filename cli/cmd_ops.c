@@ -2,8 +2,9 @@
 #include <string.h>
 
 #include "../core/op.h"
-#include "../kernels/cpu/cpu.h"
 #include "commands.h"
+#include "device.h"
+#include "onnx_common.h"
 
 static int run(int argc, char **argv) {
   bool json = false;
@@ -11,7 +12,8 @@ static int run(int argc, char **argv) {
     if (strcmp(argv[i], "--json") == 0) json = true;
     else return cx_cli_usage_error(&cx_cmd_ops, "unknown option '%s'", argv[i]);
   }
-  const cx_backend *cpu = cx_backend_cpu();
+  const cx_backend *cpu;
+  if (cx_cli_backend("cpu", "ops", &cpu) != CX_OK) return cx_cli_fail(&cx_cmd_ops);
   int n = 0;
   if (json) printf("[");
   else printf("%-30s %-14s %-6s %s\n", "op", "domain", "grad", "cpu");

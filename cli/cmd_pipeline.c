@@ -21,10 +21,8 @@ typedef struct args {
   int64_t stop_after; /* stop the stage that trains at this step, as if interrupted */
 } args;
 
-/* What the trainer's hooks get as user: the KD hooks read the first member. */
 typedef struct runner {
-  cx_pipeline_kd *kd;
-  int64_t teacher_batches, cached_batches; /* of the distillation that ran last */
+  cx_stage_result counts; /* of the stage running, in this run: what its record added */
   cx_cli_sinks sinks;
   cx_pipeline p;
   args a;
@@ -36,14 +34,6 @@ static volatile sig_atomic_t interrupted;
 static void on_signal(int sig) {
   (void)sig;
   interrupted = 1;
-}
-
-static void on_step(void *user, const cx_train_step_info *s) {
-  cx_cli_sinks_on_step(&((runner *)user)->sinks, s);
-}
-
-static void on_epoch(void *user, int64_t epoch, int64_t step, const cx_eval_result *val) {
-  cx_cli_sinks_on_epoch(&((runner *)user)->sinks, epoch, step, val);
 }
 
 /* ---- the stage manifest (cli/pipeline_manifest.c) ---- */
@@ -88,21 +78,29 @@ static void clear_checkpoints(const char *dir) {
 
 /* ---- one stage ---- */
 
-static cx_status load_teacher(runner *r, cx_graph **g) {
+/* The output model of the stage's input stage, with its image input named "input". */
+static cx_status load_input(runner *r, const cx_pipeline_stage *s, cx_graph **g) {
+  *g = NULL;
+  if (s->input < 0) return CX_OK;
   char path[PATH_MAX_], *old = NULL;
-  snprintf(path, sizeof path, "%s/teacher.onnx", r->out);
+  snprintf(path, sizeof path, "%s/%s", r->out, r->p.stages[s->input].output);
   CX_TRY(cx_onnx_import(path, g, NULL));
   cx_cli_rename_input(*g, &old);
   free(old);
   return CX_OK;
 }
 
-/* Trains stage id's model g; *before: the time its earlier, interrupted runs took (resuming). */
-static cx_status train_stage(runner *r, int id, cx_graph *g, cx_train_result *res,
-                             cx_stage_result *before) {
-  cx_pipeline_stage *s = &r->p.stages[id];
+static cx_stage_run stage_run(runner *r, cx_pipeline_stage *s, const cx_graph *input) {
+  return (cx_stage_run){.p = &r->p, .s = s, .out = r->out, .input = input,
+                        .opts = &s->tc.opts, .result = &r->counts};
+}
+
+/* Trains the stage's model g with the metrics writers and the record's extensions (input: the
+ * input stage's model); *before: the time its earlier, interrupted runs took (resuming). */
+static cx_status train_stage(runner *r, cx_pipeline_stage *s, cx_graph *g, const cx_graph *input,
+                             cx_train_result *res, cx_stage_result *before) {
   cx_train_opts *o = &s->tc.opts;
-  char ckdir[PATH_MAX_], resume[PATH_MAX_] = "", cache[PATH_MAX_];
+  char ckdir[PATH_MAX_], resume[PATH_MAX_] = "";
   snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s", r->out, s->name);
   CX_TRY(cx_cli_make_dirs(ckdir));
   if (cx_pipeline_manifest_read(r->out, s->name, "started", s->tc.hash, before) &&
@@ -119,24 +117,14 @@ static cx_status train_stage(runner *r, int id, cx_graph *g, cx_train_result *re
   o->interrupt = &interrupted;
   o->stop_after = r->a.stop_after;
   o->progress_bar = isatty(fileno(stdout));
-  o->on_step = on_step;
-  o->on_epoch = on_epoch;
-  o->user = r;
   r->sinks.stage = s->name;
-  cx_graph *teacher = NULL;
-  cx_status st = CX_OK;
-  if (id == CX_STAGE_DISTILL) {
-    snprintf(cache, sizeof cache, "%s/teacher_cache", r->out);
-    st = load_teacher(r, &teacher);
-    if (st == CX_OK)
-      st = cx_pipeline_kd_begin(teacher, r->p.temperature, r->p.alpha, cache, o, &r->kd);
-  }
+  cx_stage_run sr = stage_run(r, s, input);
+  cx_train_ext sinks = cx_cli_sinks_extension(&r->sinks);
+  cx_status st = cx_stage_run_add(&sr, &sinks);
+  if (st == CX_OK && s->def->begin) st = s->def->begin(&sr);
   if (st == CX_OK) st = cx_train(g, o, res);
-  if (r->kd) cx_pipeline_kd_counts(r->kd, &r->teacher_batches, &r->cached_batches);
-  cx_status k = cx_pipeline_kd_end(r->kd);
-  r->kd = NULL;
-  cx_graph_free(teacher);
-  return st != CX_OK ? st : k;
+  cx_status e = s->def->end ? s->def->end(&sr) : CX_OK;
+  return st != CX_OK ? st : e;
 }
 
 static void print_result(const cx_pipeline_stage *s, const cx_train_result *res,
@@ -159,8 +147,8 @@ static cx_status stage_result(const runner *r, const cx_pipeline_stage *s, const
                               cx_stage_result *out) {
   const cx_train_opts *o = &s->tc.opts;
   *out = cx_stage_result_empty();
-  out->teacher_batches = before->teacher_batches + r->teacher_batches;
-  out->cached_batches = before->cached_batches + r->cached_batches;
+  out->teacher_batches = before->teacher_batches + r->counts.teacher_batches;
+  out->cached_batches = before->cached_batches + r->counts.cached_batches;
   if (s->trains) {
     out->train_seconds = res->seconds;
     out->images_per_s = res->images_per_s;
@@ -168,7 +156,8 @@ static cx_status stage_result(const runner *r, const cx_pipeline_stage *s, const
   }
   out->val = res->val;
   if (!out->val.n && o->val_path)
-    CX_TRY(cx_evaluate(g, o->val_path, o->val_part, &o->val_aug, o->batch_size, &out->val));
+    CX_TRY(cx_evaluate(g, o->backend, o->val_path, o->val_part, &o->val_aug, o->batch_size,
+                       &out->val));
   return CX_OK;
 }
 
@@ -189,8 +178,8 @@ static cx_status stopped(runner *r, const cx_pipeline_stage *s, const cx_train_r
   cx_stage_result so_far = cx_stage_result_empty();
   so_far.seconds = stage_seconds(before, res, seconds);
   so_far.train_seconds = res->seconds;
-  so_far.teacher_batches = before->teacher_batches + r->teacher_batches;
-  so_far.cached_batches = before->cached_batches + r->cached_batches;
+  so_far.teacher_batches = before->teacher_batches + r->counts.teacher_batches;
+  so_far.cached_batches = before->cached_batches + r->counts.cached_batches;
   CX_TRY(cx_pipeline_manifest_write(r->out, s->name, "started", s->tc.hash, &so_far));
   return cx_fail(CX_ERR_ARG, "%s: interrupted at step %lld; run the same command again to "
                  "continue from the checkpoint", s->name, (long long)res->steps);
@@ -209,19 +198,28 @@ static cx_status finish(runner *r, const cx_pipeline_stage *s, cx_graph *g, char
   return CX_OK;
 }
 
+/* The model the stage trains: its record's, or the one its table names. */
+static cx_status load_model(runner *r, cx_pipeline_stage *s, const cx_graph *input,
+                            cx_graph **g, char **old) {
+  if (!s->def->load_model) return cx_cli_train_load_model(&s->tc, g, old);
+  cx_stage_run sr = stage_run(r, s, input);
+  return s->def->load_model(&sr, g, old);
+}
+
 static cx_status run_stage(runner *r, int id) {
   cx_pipeline_stage *s = &r->p.stages[id];
   char *old = NULL;
   double t0 = now();
-  r->teacher_batches = r->cached_batches = 0; /* set by a distillation */
+  r->counts = (cx_stage_result){0}; /* counts the record adds (distillation) */
   manifest_remove(r, s->name, "done");
   printf("%s: %s\n", s->name, s->trains ? "training" : "exporting");
   fflush(stdout);
-  cx_graph *g = NULL;
+  cx_graph *g = NULL, *input = NULL;
   cx_train_result res = {0};
   cx_stage_result before = cx_stage_result_empty(), result;
-  cx_status st = cx_cli_train_load_model(&s->tc, &g, &old);
-  if (st == CX_OK && s->trains) st = train_stage(r, id, g, &res, &before);
+  cx_status st = load_input(r, s, &input);
+  if (st == CX_OK) st = load_model(r, s, input, &g, &old);
+  if (st == CX_OK && s->trains) st = train_stage(r, s, g, input, &res, &before);
   if (st == CX_OK && res.stopped) st = stopped(r, s, &res, &before, now() - t0);
   else if (st == CX_OK) {
     st = stage_result(r, s, g, &res, &before, &result);
@@ -233,6 +231,7 @@ static cx_status run_stage(runner *r, int id) {
   }
   free(old);
   cx_graph_free(g);
+  cx_graph_free(input);
   return st;
 }
 
@@ -243,19 +242,23 @@ static bool selected(const runner *r, int id) {
   return !r->a.from || id >= cx_pipeline_stage_find(r->a.from);
 }
 
-/* A distillation that will run needs teacher.onnx, complete or made by this run. */
+/* A stage that will run needs its input stage's model, complete or made by this run. */
 static cx_status check_order(runner *r) {
-  cx_pipeline_stage *t = &r->p.stages[CX_STAGE_TEACHER];
   const char *opt[] = {r->a.only, r->a.from};
   for (int i = 0; i < 2; i++)
     if (opt[i] && (cx_pipeline_stage_find(opt[i]) < 0 ||
                    !r->p.stages[cx_pipeline_stage_find(opt[i])].present))
       return cx_fail(CX_ERR_ARG, "%s: no stage '%s' in this file (stages: teacher, scratch, "
-                     "distill; each runs when its table is there)", r->a.file, opt[i]);
-  if (r->p.stages[CX_STAGE_DISTILL].present && selected(r, CX_STAGE_DISTILL) &&
-      !selected(r, CX_STAGE_TEACHER) && !stage_complete(r, t))
-    return cx_fail(CX_ERR_ARG, "%s: the distill stage needs the teacher stage's %s/teacher.onnx: "
-                   "run the teacher stage first", r->a.file, r->out);
+                     "distill, prune, quantize; each runs when its table is there)", r->a.file,
+                     opt[i]);
+  for (int i = 0; i < CX_STAGE_COUNT; i++) {
+    const cx_pipeline_stage *s = &r->p.stages[i], *in;
+    if (!s->present || s->input < 0 || !selected(r, i)) continue;
+    in = &r->p.stages[s->input];
+    if (!selected(r, s->input) && !stage_complete(r, in))
+      return cx_fail(CX_ERR_ARG, "%s: the %s stage needs the %s stage's %s/%s: run the %s stage "
+                     "first", r->a.file, s->name, in->name, r->out, in->output, in->name);
+  }
   return CX_OK;
 }
 

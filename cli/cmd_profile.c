@@ -6,11 +6,11 @@
 
 #include "../core/program.h"
 #include "../core/rng.h"
-#include "../kernels/cpu/cpu.h"
 #include "../train/optim_program.h"
 #include "../train/profile.h"
 #include "../train/train_graph.h"
 #include "commands.h"
+#include "device.h"
 #include "onnx_common.h"
 
 typedef struct profile_opts {
@@ -32,8 +32,9 @@ static cx_status build(const profile_opts *o, cx_program **p, int64_t *classes) 
     cx_graph_free(model);
   } else g = model;
   cx_compile_opts co = {.batch = o->batch, .training = o->training,
-                        .loss = o->training ? "loss" : NULL, .backend = cx_backend_cpu(),
+                        .loss = o->training ? "loss" : NULL,
                         .precision = o->bf16 ? CX_PRECISION_BF16 : CX_PRECISION_F32};
+  if (s == CX_OK) s = cx_cli_backend(NULL, "profile", &co.backend);
   if (s == CX_OK) s = cx_program_compile(g, &co, p);
   cx_graph_free(g);
   return s;

@@ -15,13 +15,14 @@
 #include "../train/tensorboard.h"
 #include "../train/train_config.h"
 #include "commands.h"
+#include "device.h"
 #include "onnx_common.h"
 #include "train_common.h"
 
 enum { PATH_MAX_ = CX_CLI_PATH_MAX };
 
 typedef struct train_args {
-  const char *config, *out;
+  const char *config, *out, *device;
   bool resume, json, profile;
   int64_t stop_after;
   int64_t profile_after, profile_steps; /* -1 until given; --profile: 10 and 20 */
@@ -134,12 +135,13 @@ static int parse(int argc, char **argv, train_args *a) {
     if (!strcmp(k, "--json")) a->json = true;
     else if (!strcmp(k, "--resume")) a->resume = true;
     else if (!strcmp(k, "--profile")) a->profile = true;
-    else if (!strcmp(k, "--out") || !strcmp(k, "--stop-after") ||
+    else if (!strcmp(k, "--out") || !strcmp(k, "--stop-after") || !strcmp(k, "--device") ||
              !strcmp(k, "--profile-steps") || !strcmp(k, "--profile-after")) {
       if (i + 1 >= argc) return cx_cli_usage_error(&cx_cmd_train, "option '%s' needs a value", k);
       const char *v = argv[++i];
       int rc = 0;
       if (!strcmp(k, "--out")) a->out = v;
+      else if (!strcmp(k, "--device")) a->device = v;
       else if (!strcmp(k, "--stop-after")) rc = parse_steps(k, v, 1, &a->stop_after);
       else if (!strcmp(k, "--profile-steps")) rc = parse_steps(k, v, 1, &a->profile_steps);
       else rc = parse_steps(k, v, 0, &a->profile_after);
@@ -168,6 +170,8 @@ typedef struct job {
 
 static cx_status prepare(job *j) {
   CX_TRY(cx_train_config_load(j->a.config, &j->c));
+  CX_TRY(cx_cli_backend(j->a.device ? j->a.device : j->c.device,
+                        j->a.device ? "--device" : j->a.config, &j->c.opts.backend));
   j->out = j->a.out ? j->a.out : j->c.out_dir;
   if (!j->out)
     return cx_fail(CX_ERR_ARG, "%s: no output folder: set [run] out_dir or pass --out DIR",
@@ -190,9 +194,9 @@ static cx_status train(job *j) {
   o->interrupt = &interrupted;
   o->log = j->a.json ? stderr : stdout;
   o->progress_bar = !j->a.json && isatty(fileno(stdout));
-  o->on_step = cx_cli_sinks_on_step;
-  o->on_epoch = cx_cli_sinks_on_epoch;
-  o->user = &j->k;
+  cx_train_ext sinks = cx_cli_sinks_extension(&j->k);
+  o->extensions = &sinks;
+  o->n_extensions = 1;
   char trace[PATH_MAX_], json[PATH_MAX_];
   if (j->a.profile_steps > 0) {
     snprintf(trace, sizeof trace, "%s/profile_trace.json", j->out);
@@ -247,7 +251,7 @@ const cx_command cx_cmd_train = {
     .name = "train",
     .summary = "Train a model from a TOML config (model, data, optimizer, schedule)",
     .usage =
-        "usage: compress train CONFIG.toml [--out DIR] [--resume] [--json]\n"
+        "usage: compress train CONFIG.toml [--out DIR] [--device DEV] [--resume] [--json]\n"
         "                     [--profile] [--profile-steps N] [--profile-after N]\n\n"
         "Trains the model that CONFIG.toml names on its data set (docs/training.md lists\n"
         "every key) and writes into the output folder ([run] out_dir, or --out):\n"
@@ -261,6 +265,7 @@ const cx_command cx_cmd_train = {
         "The config, the data files and the model are checked before training starts.\n"
         "Ctrl-C writes a checkpoint after the current step and stops.\n\n"
         "    --out DIR    the output folder (instead of [run] out_dir)\n"
+        "    --device DEV cpu, cuda or auto (instead of [run] device; this build: cpu)\n"
         "    --resume     continue from the newest checkpoint in DIR/checkpoints; the\n"
         "                 losses are the same, bit for bit, as those of a run that never\n"
         "                 stopped. A checkpoint of another config is refused\n"

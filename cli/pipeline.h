@@ -11,28 +11,53 @@
 
 #include "../core/toml.h"
 #include "../train/train_config.h"
+#include "device.h"
 #include "train_common.h"
 
-typedef enum cx_stage_id {
-  CX_STAGE_TEACHER, /* [teacher]: spec trained under [teacher.train], or onnx (as it is) */
-  CX_STAGE_SCRATCH, /* [student.train]: the student from scratch, the baseline for the report */
-  CX_STAGE_DISTILL, /* [distill]: the student trained from the teacher (knowledge distillation) */
-  CX_STAGE_COUNT
-} cx_stage_id;
+enum { CX_STAGE_COUNT = 5 }; /* the records of cx_stage_defs */
 
-typedef struct cx_pipeline_stage {
-  const char *name;   /* "teacher", "scratch", "distill": for --only, --from and folders */
-  const char *output; /* "teacher.onnx", "student_scratch.onnx", "student.onnx" */
-  const char *model;  /* the output's row in the report: "teacher", "student (scratch)", ... */
+typedef struct cx_pipeline cx_pipeline;
+typedef struct cx_pipeline_stage cx_pipeline_stage;
+typedef struct cx_stage_run cx_stage_run;
+
+/* A stage record (cli/pipeline_stages.c holds the table, in run order): everything that makes
+ * one stage differ from another. The runner, the hashes, the manifest and the report only walk
+ * the table; adding a stage is adding a record. NULL functions take the common behaviour. */
+typedef struct cx_stage_def {
+  const char *name;   /* "teacher", "scratch", "distill", "prune", "quantize": --only, folders */
+  const char *output; /* "teacher.onnx", ... in the output folder */
+  const char *model;  /* the output's row in the report: "teacher", "student (distilled)" */
+  /* The stages whose output model this one may take, nearest first, NULL-terminated: the first
+   * present is its input (teacher -> distill -> prune -> quantize). NULL: it takes none. */
+  const char *const *inputs;
+  /* Reads its table(s): on success s->present says whether the file has the stage. */
+  cx_status (*read)(cx_pipeline *p, cx_pipeline_stage *s);
+  /* What its output depends on beyond its tables, files, seed, precision and its input's hash
+   * (appended to buf). */
+  void (*salt)(const cx_pipeline *p, const cx_pipeline_stage *s, char *buf, size_t size);
+  /* The model it trains; NULL: the model its table names (cx_cli_train_load_model). */
+  cx_status (*load_model)(cx_stage_run *r, cx_graph **g, char **old_input);
+  /* Before training: its trainer extensions (cx_stage_run_add); after (also after a failure):
+   * its results into r->result, and what begin opened freed. */
+  cx_status (*begin)(cx_stage_run *r);
+  cx_status (*end)(cx_stage_run *r);
+} cx_stage_def;
+
+extern const cx_stage_def cx_stage_defs[CX_STAGE_COUNT];
+
+struct cx_pipeline_stage {
+  const cx_stage_def *def;
+  const char *name, *output, *model; /* def's */
   bool present;
   bool trains;        /* false: a teacher given as ONNX, exported again with metadata */
+  int input;          /* the stage whose output it takes (def->inputs), or -1 */
   const cx_toml *table;    /* the stage's table, for messages */
   const cx_toml *training; /* its training settings table (NULL when it does not train) */
   cx_train_config tc;      /* [data] + the training table; tc.doc is borrowed */
-  char hash[CX_TRAIN_HASH_MAX + 1]; /* all it depends on: the manifest's, for skipping */
-} cx_pipeline_stage;
+  char hash[CX_TRAIN_HASH_MAX + 1]; /* all it depends on, its input's hash included */
+};
 
-typedef struct cx_pipeline {
+struct cx_pipeline {
   cx_toml *doc;
   char *path;
   char *out_dir;     /* [run] out_dir resolved, or NULL */
@@ -40,11 +65,13 @@ typedef struct cx_pipeline {
   cx_precision precision; /* [run] precision: likewise */
   int threads;
   int keep_checkpoints;
+  const char *device;        /* [run] device */
+  const cx_backend *backend; /* what it maps to (cli/device.h), set by cx_pipeline_check */
   cx_cli_export export;
   double temperature, alpha; /* [distill] */
-  const cx_toml *data, *distill_node;
+  const cx_toml *data;
   cx_pipeline_stage stages[CX_STAGE_COUNT];
-} cx_pipeline;
+};
 
 /* Parses and checks the file (keys, types, ranges, which tables go together); opens nothing but
  * the file and, for the stage hashes, stats the files it names. On failure p holds nothing. */
@@ -94,18 +121,33 @@ cx_status cx_pipeline_manifest_write(const char *out, const char *stage, const c
  * stage is complete, and no report is written). */
 cx_status cx_pipeline_report(const cx_pipeline *p, const char *out, int *models);
 
-/* ---- knowledge distillation (cli/pipeline_kd.c: the one place that connects distill/) ---- */
+/* ---- running a stage (cli/cmd_pipeline.c runs, the records' functions fill in) ---- */
 
-typedef struct cx_pipeline_kd cx_pipeline_kd;
+struct cx_stage_run {
+  const cx_pipeline *p;
+  const cx_pipeline_stage *s;
+  const char *out;          /* the output folder */
+  const cx_graph *input;    /* the input stage's output model, or NULL */
+  cx_train_opts *opts;      /* the stage's training options */
+  cx_stage_result *result;  /* begin/end add their counts to it */
+  void *state;              /* the record's own, between begin and end */
+  cx_train_ext ext[8];      /* the training run's extensions: opts->extensions points here */
+  int n_ext;
+};
+/* Appends an extension to the stage's training run (after the metrics writers). */
+cx_status cx_stage_run_add(cx_stage_run *r, const cx_train_ext *e);
+
+/* The records' functions (cli/pipeline_config.c reads, cli/pipeline_kd.c distils). */
+cx_status cx_pipeline_read_teacher(cx_pipeline *p, cx_pipeline_stage *s);
+cx_status cx_pipeline_read_scratch(cx_pipeline *p, cx_pipeline_stage *s);
+cx_status cx_pipeline_read_distill(cx_pipeline *p, cx_pipeline_stage *s);
+void cx_pipeline_distill_salt(const cx_pipeline *p, const cx_pipeline_stage *s, char *buf,
+                              size_t size);
 /* Whether this build has knowledge distillation. */
 bool cx_pipeline_kd_available(void);
-/* Sets o->build_graph and o->feed to train with the KD loss against teacher; they take
- * o->user, which the caller points at a struct whose first member is the cx_pipeline_kd *. */
-cx_status cx_pipeline_kd_begin(const cx_graph *teacher, double temperature, double alpha,
-                               const char *cache_dir, cx_train_opts *o, cx_pipeline_kd **out);
-/* Batches whose teacher outputs were computed (the teacher ran), and read from the cache. */
-void cx_pipeline_kd_counts(const cx_pipeline_kd *kd, int64_t *teacher_batches,
-                           int64_t *cached_batches);
-cx_status cx_pipeline_kd_end(cx_pipeline_kd *kd);
+cx_status cx_pipeline_distill_begin(cx_stage_run *r);
+cx_status cx_pipeline_distill_end(cx_stage_run *r);
+/* A stage whose issue has not landed: its table is refused, naming it. */
+cx_status cx_pipeline_read_unimplemented(cx_pipeline *p, cx_pipeline_stage *s);
 
 #endif

@@ -16,18 +16,6 @@ static const char *const model_keys[] = {"spec", "onnx", "train", NULL};
 static const char *const distill_keys[] = {"temperature", "alpha", NULL};
 static const char *const export_keys[] = {"opset", "fold_bn", NULL};
 
-static const cx_pipeline_stage stage_names[CX_STAGE_COUNT] = {
-    {.name = "teacher", .output = "teacher.onnx", .model = "teacher"},
-    {.name = "scratch", .output = "student_scratch.onnx", .model = "student (scratch)"},
-    {.name = "distill", .output = "student.onnx", .model = "student (distilled)"},
-};
-
-int cx_pipeline_stage_find(const char *name) {
-  for (int i = 0; i < CX_STAGE_COUNT; i++)
-    if (!strcmp(stage_names[i].name, name)) return i;
-  return -1;
-}
-
 /* ---- small readers ---- */
 
 static cx_status table(const cx_toml *parent, const char *key, const cx_toml **out) {
@@ -53,16 +41,6 @@ static cx_status float_in(const cx_toml *t, const char *key, double fallback, do
     return cx_toml_fail(cx_toml_get(t, key), CX_ERR_FORMAT, "%g is out of range: %g to %g", *out,
                         lo, hi);
   return CX_OK;
-}
-
-/* A string key that must be one of the given values; only[0] is the default. */
-static cx_status choice(const cx_toml *t, const char *key, const char *const *only,
-                        const char *why) {
-  const char *v;
-  CX_TRY(cx_toml_string(t, key, only[0], &v));
-  for (int i = 0; only[i]; i++)
-    if (!strcmp(v, only[i])) return CX_OK;
-  return cx_toml_fail(cx_toml_get(t, key), CX_ERR_UNSUPPORTED, "\"%s\": %s", v, why);
 }
 
 static char *resolve(const char *config, const char *path) {
@@ -93,8 +71,7 @@ static cx_status read_run(cx_pipeline *p, const cx_toml *r) {
   CX_TRY(int_in(r, "keep_checkpoints", 2, 1, 1 << 20, &v));
   p->keep_checkpoints = (int)v;
   CX_TRY(cx_train_config_read_precision(r, CX_PRECISION_F32, &p->precision));
-  return choice(r, "device", (const char *const[]){"cpu", "auto", NULL},
-                "the devices are \"cpu\" and \"auto\" (the CPU in this build)");
+  return cx_train_config_read_device(r, &p->device);
 }
 
 static cx_status read_export(cx_pipeline *p, const cx_toml *e) {
@@ -144,8 +121,9 @@ static cx_status read_stage(cx_pipeline *p, cx_pipeline_stage *s, const cx_toml 
   return CX_OK;
 }
 
-static cx_status read_models(cx_pipeline *p) {
-  const cx_toml *t, *s, *tt = NULL, *st = NULL, *d = p->distill_node;
+/* The rules between the model tables, before any stage reads its own. */
+static cx_status check_models(cx_pipeline *p) {
+  const cx_toml *t, *s, *tt = NULL, *st = NULL, *d = cx_toml_get(p->doc, "distill");
   CX_TRY(table(p->doc, "teacher", &t));
   CX_TRY(table(p->doc, "student", &s));
   CX_TRY(cx_toml_check_keys(t, model_keys));
@@ -160,16 +138,63 @@ static cx_status read_models(cx_pipeline *p) {
   if (s && !d && !st)
     return cx_toml_fail(s, CX_ERR_FORMAT, "the student is trained by [distill] or, from "
                         "scratch, under [student.train]: add one of them");
-  cx_pipeline_stage *S = p->stages;
-  if (t) CX_TRY(read_stage(p, &S[CX_STAGE_TEACHER], t, tt, NULL));
-  if (st) CX_TRY(read_stage(p, &S[CX_STAGE_SCRATCH], s, st, NULL));
-  if (d) CX_TRY(read_stage(p, &S[CX_STAGE_DISTILL], s, d, distill_keys));
-  S[CX_STAGE_TEACHER].table = t;
-  S[CX_STAGE_SCRATCH].table = st;
-  S[CX_STAGE_DISTILL].table = d;
+  return CX_OK;
+}
+
+cx_status cx_pipeline_read_teacher(cx_pipeline *p, cx_pipeline_stage *s) {
+  const cx_toml *t = cx_toml_get(p->doc, "teacher");
+  if (!t) return CX_OK;
+  CX_TRY(read_stage(p, s, t, cx_toml_get(t, "train"), NULL));
+  s->table = t;
+  return CX_OK;
+}
+
+cx_status cx_pipeline_read_scratch(cx_pipeline *p, cx_pipeline_stage *s) {
+  const cx_toml *m = cx_toml_get(p->doc, "student"), *st = cx_toml_get(m, "train");
+  if (!st) return CX_OK;
+  CX_TRY(read_stage(p, s, m, st, NULL));
+  s->table = st;
+  return CX_OK;
+}
+
+cx_status cx_pipeline_read_distill(cx_pipeline *p, cx_pipeline_stage *s) {
+  const cx_toml *d = cx_toml_get(p->doc, "distill");
   if (!d) return CX_OK;
+  if (!cx_pipeline_kd_available())
+    return cx_toml_fail(d, CX_ERR_UNSUPPORTED, "knowledge distillation is not available in this "
+                        "build (distill/ is not compiled in); remove [distill], or train the "
+                        "student from scratch under [student.train]");
+  CX_TRY(table(p->doc, "distill", &d));
+  CX_TRY(read_stage(p, s, cx_toml_get(p->doc, "student"), d, distill_keys));
+  s->table = d;
   CX_TRY(float_in(d, "temperature", 4, 1e-3, 1e3, &p->temperature));
   return float_in(d, "alpha", 0.9, 0, 1, &p->alpha);
+}
+
+void cx_pipeline_distill_salt(const cx_pipeline *p, const cx_pipeline_stage *s, char *buf,
+                              size_t size) {
+  (void)s;
+  size_t at = strlen(buf);
+  snprintf(buf + at, size - at, "|T=%a|a=%a", p->temperature, p->alpha);
+}
+
+cx_status cx_pipeline_read_unimplemented(cx_pipeline *p, cx_pipeline_stage *s) {
+  const cx_toml *t = cx_toml_get(p->doc, s->name);
+  if (!t) return CX_OK;
+  return cx_toml_fail(t, CX_ERR_UNSUPPORTED, "the %s stage is not implemented yet: remove [%s] "
+                      "for now", s->name, s->name);
+}
+
+/* Each present stage's input: the first present stage of its record's list. */
+static void find_inputs(cx_pipeline *p) {
+  for (int i = 0; i < CX_STAGE_COUNT; i++) {
+    cx_pipeline_stage *s = &p->stages[i];
+    s->input = -1;
+    for (const char *const *in = s->def->inputs; in && *in && s->input < 0; in++) {
+      int k = cx_pipeline_stage_find(*in);
+      if (k >= 0 && p->stages[k].present) s->input = k;
+    }
+  }
 }
 
 /* ---- hashes ---- */
@@ -185,7 +210,6 @@ static void file_identity(const char *path, char *buf, size_t size) {
 
 static void stage_hashes(cx_pipeline *p) {
   const cx_toml *exp = cx_toml_get(p->doc, "export");
-  const char *prev = "";
   for (int i = 0; i < CX_STAGE_COUNT; i++) {
     cx_pipeline_stage *s = &p->stages[i];
     if (!s->present) continue;
@@ -195,20 +219,20 @@ static void stage_hashes(cx_pipeline *p) {
     cx_train_config_hash(3, step_nodes, (const char *const[]){"data", "model", "train"}, NULL,
                          tc->hash);
     tc->opts.config_hash = tc->hash;
-    /* What the stage's output depends on: every key, the files, the seed, the stage before. */
+    /* What the stage's output depends on: every key, the files, the seed, its input's hash
+     * (so a change anywhere up the chain reruns every stage after it). Inputs come first in
+     * the table, so their hashes are made. */
     char salt[8192];
     snprintf(salt, sizeof salt, "%s|seed=%lld|precision=%d|%s", s->name,
-             (long long)tc->opts.seed, (int)tc->opts.precision, i == CX_STAGE_DISTILL ? prev : "");
-    if (i == CX_STAGE_DISTILL)
-      snprintf(salt + strlen(salt), sizeof salt - strlen(salt), "|T=%a|a=%a", p->temperature,
-               p->alpha);
+             (long long)tc->opts.seed, (int)tc->opts.precision,
+             s->input >= 0 ? p->stages[s->input].hash : "");
+    if (s->def->salt) s->def->salt(p, s, salt, sizeof salt);
     file_identity(tc->model_onnx, salt, sizeof salt);
     file_identity(tc->train_path, salt, sizeof salt);
     file_identity(tc->val_path, salt, sizeof salt);
     const cx_toml *all[] = {p->data, tc->model_node, s->training, exp};
     cx_train_config_hash(4, all, (const char *const[]){"all.data", "all.model", "all.train",
                                                        "all.export"}, salt, s->hash);
-    if (i == CX_STAGE_TEACHER) prev = p->stages[i].hash;
   }
 }
 
@@ -216,16 +240,14 @@ static void stage_hashes(cx_pipeline *p) {
 
 static cx_status read_all(cx_pipeline *p) {
   CX_TRY(cx_toml_check_keys(p->doc, top_keys));
-  for (int i = 0; i < CX_STAGE_COUNT; i++) p->stages[i] = stage_names[i];
-  static const char *const future[] = {"prune", "quantize", NULL};
-  for (int i = 0; future[i]; i++)
-    if (cx_toml_get(p->doc, future[i]))
-      return cx_toml_fail(cx_toml_get(p->doc, future[i]), CX_ERR_UNSUPPORTED, "the %s stage is "
-                          "not implemented yet: remove [%s] for now", future[i], future[i]);
+  for (int i = 0; i < CX_STAGE_COUNT; i++) {
+    const cx_stage_def *d = &cx_stage_defs[i];
+    p->stages[i] = (cx_pipeline_stage){.def = d, .name = d->name, .output = d->output,
+                                       .model = d->model, .input = -1};
+  }
   const cx_toml *r, *e;
   CX_TRY(table(p->doc, "run", &r));
   CX_TRY(table(p->doc, "data", &p->data));
-  CX_TRY(table(p->doc, "distill", &p->distill_node));
   CX_TRY(table(p->doc, "export", &e));
   CX_TRY(read_run(p, r));
   CX_TRY(read_export(p, e));
@@ -233,7 +255,9 @@ static cx_status read_all(cx_pipeline *p) {
                                p->path);
   if (!cx_toml_get(p->doc, "teacher") && !cx_toml_get(p->doc, "student"))
     return cx_fail(CX_ERR_FORMAT, "%s: nothing to do: no [teacher] and no [student]", p->path);
-  CX_TRY(read_models(p));
+  CX_TRY(check_models(p));
+  for (int i = 0; i < CX_STAGE_COUNT; i++) CX_TRY(cx_stage_defs[i].read(p, &p->stages[i]));
+  find_inputs(p);
   stage_hashes(p);
   return CX_OK;
 }
@@ -261,14 +285,24 @@ void cx_pipeline_free(cx_pipeline *p) {
 
 /* ---- checks before training ---- */
 
+/* Two stages that train the same model table check it once. */
+static bool checked_before(const cx_pipeline *p, int i) {
+  for (int k = 0; k < i; k++)
+    if (p->stages[k].present && !p->stages[k].def->load_model &&
+        p->stages[k].tc.model_node == p->stages[i].tc.model_node)
+      return true;
+  return false;
+}
+
 cx_status cx_pipeline_check(cx_pipeline *p) {
-  if (p->distill_node && !cx_pipeline_kd_available())
-    return cx_toml_fail(p->distill_node, CX_ERR_UNSUPPORTED, "knowledge distillation is not "
-                        "available in this build (distill/ is not compiled in); remove "
-                        "[distill], or train the student from scratch under [student.train]");
+  char where[600];
+  snprintf(where, sizeof where, "%s: [run] device", p->path);
+  CX_TRY(cx_cli_backend(p->device, where, &p->backend));
   for (int i = 0; i < CX_STAGE_COUNT; i++) {
     cx_pipeline_stage *s = &p->stages[i];
-    if (!s->present || (i == CX_STAGE_DISTILL && p->stages[CX_STAGE_SCRATCH].present)) continue;
+    s->tc.opts.backend = p->backend;
+    /* a stage that trains an earlier stage's model is checked when that one runs */
+    if (!s->present || s->def->load_model || checked_before(p, i)) continue;
     cx_graph *g = NULL;
     char *old = NULL;
     cx_status st = cx_cli_train_load_model(&s->tc, &g, &old);

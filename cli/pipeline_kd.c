@@ -1,6 +1,8 @@
-/* The one place where the pipeline's [distill] stage meets distill/ (the KD training graph,
- * the inference-only teacher and its output cache). A build without distill/ says so: the stage
- * is refused before anything trains, never run without the KD loss. */
+/* The distill stage's record functions: the one place where the pipeline meets distill/ (the KD
+ * training graph, the inference-only teacher and its output cache, as a trainer extension). A
+ * build without distill/ says so when it reads [distill]: the stage is refused before anything
+ * trains, never run without the KD loss. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "pipeline.h"
@@ -14,76 +16,50 @@
 #ifdef CX_HAVE_DISTILL
 #include "../distill/distill.h"
 
-struct cx_pipeline_kd {
-  cx_kd *kd;
-};
-
-/* o->user points at a struct whose first member is the cx_pipeline_kd *. */
-static cx_kd *kd_of(void *user) { return (*(cx_pipeline_kd **)user)->kd; }
-
-static cx_status build_graph(void *user, const cx_graph *model, cx_graph **out) {
-  return cx_kd_build_graph(kd_of(user), model, out);
-}
-
-static cx_status feed(void *user, struct cx_program *train, const cx_batch *b) {
-  return cx_kd_feed(kd_of(user), train, b);
-}
-
 bool cx_pipeline_kd_available(void) { return true; }
 
-cx_status cx_pipeline_kd_begin(const cx_graph *teacher, double temperature, double alpha,
-                               const char *cache_dir, cx_train_opts *o, cx_pipeline_kd **out) {
-  cx_pipeline_kd *k = calloc(1, sizeof *k);
-  if (!k) return cx_fail(CX_ERR_NOMEM, "out of memory");
-  cx_kd_teacher_spec t = {.graph = teacher, .weight = 1, .name = "teacher"};
+/* The teacher is the input stage's model; its outputs are cached in <out>/teacher_cache. */
+cx_status cx_pipeline_distill_begin(cx_stage_run *r) {
+  cx_train_opts *o = r->opts;
+  char cache[CX_CLI_PATH_MAX];
+  snprintf(cache, sizeof cache, "%s/teacher_cache", r->out);
+  if (!r->input) return cx_fail(CX_ERR_ARG, "distill: no teacher model");
+  cx_kd_teacher_spec t = {.graph = r->input, .weight = 1, .name = "teacher"};
   cx_kd_opts ko = {.kd = cx_kd_config_defaults(), .n_teachers = 1, .teachers = &t,
-                   .cache_dir = cache_dir, .quiet = o->quiet};
-  ko.kd.temperature = (float)temperature;
-  ko.kd.alpha = (float)alpha;
+                   .cache_dir = cache, .quiet = o->quiet};
+  ko.kd.temperature = (float)r->p->temperature;
+  ko.kd.alpha = (float)r->p->alpha;
   ko.kd.label_smoothing = o->label_smoothing;
   ko.kd.soft_targets = o->loader.aug.mixup_alpha > 0 || o->loader.aug.cutmix_alpha > 0;
   ko.kd.seed = o->seed;
-  cx_status s = cx_kd_open(&ko, o, &k->kd);
-  if (s != CX_OK) return free(k), s;
-  o->build_graph = build_graph;
-  o->feed = feed;
-  *out = k;
-  return CX_OK;
+  cx_kd *kd = NULL;
+  CX_TRY(cx_kd_open(&ko, o, &kd));
+  r->state = kd;
+  cx_train_ext e = cx_kd_extension(kd);
+  return cx_stage_run_add(r, &e);
 }
 
-void cx_pipeline_kd_counts(const cx_pipeline_kd *k, int64_t *teacher_batches,
-                           int64_t *cached_batches) {
-  cx_kd_stats st = cx_kd_get_stats(k->kd);
-  *teacher_batches = st.teacher_batches;
-  *cached_batches = st.cached_batches;
-}
-
-cx_status cx_pipeline_kd_end(cx_pipeline_kd *k) {
-  if (!k) return CX_OK;
-  cx_status s = cx_kd_close(k->kd);
-  free(k);
-  return s;
+cx_status cx_pipeline_distill_end(cx_stage_run *r) {
+  cx_kd *kd = r->state;
+  if (!kd) return CX_OK;
+  cx_kd_stats st = cx_kd_get_stats(kd);
+  r->result->teacher_batches += st.teacher_batches;
+  r->result->cached_batches += st.cached_batches;
+  r->state = NULL;
+  return cx_kd_close(kd);
 }
 
 #else
 
 bool cx_pipeline_kd_available(void) { return false; }
 
-cx_status cx_pipeline_kd_begin(const cx_graph *teacher, double temperature, double alpha,
-                               const char *cache_dir, cx_train_opts *o, cx_pipeline_kd **out) {
-  (void)teacher, (void)temperature, (void)alpha, (void)cache_dir, (void)o;
-  *out = NULL;
+cx_status cx_pipeline_distill_begin(cx_stage_run *r) {
+  (void)r;
   return cx_fail(CX_ERR_UNSUPPORTED, "knowledge distillation is not available in this build");
 }
 
-void cx_pipeline_kd_counts(const cx_pipeline_kd *k, int64_t *teacher_batches,
-                           int64_t *cached_batches) {
-  (void)k;
-  *teacher_batches = *cached_batches = 0;
-}
-
-cx_status cx_pipeline_kd_end(cx_pipeline_kd *k) {
-  (void)k;
+cx_status cx_pipeline_distill_end(cx_stage_run *r) {
+  (void)r;
   return CX_OK;
 }
 

@@ -93,7 +93,7 @@ static void write_all(cx_cli_sinks *k, int64_t step, int64_t epoch, int n,
   keep_error(k, cx_tb_add_scalars(k->tb, step, n, tp, v));
 }
 
-void cx_cli_sinks_on_step(void *user, const cx_train_step_info *s) {
+static void on_step(void *user, const cx_train_step_info *s) {
   static const char *const names[] = {"loss", "lr", "grad_norm", "accuracy", "images_per_s",
                                       "data_wait", "peak_memory_mb", "loss_scale",
                                       "skipped_steps"};
@@ -107,11 +107,15 @@ void cx_cli_sinks_on_step(void *user, const cx_train_step_info *s) {
   write_all(user, s->step, s->epoch, s->loss_scale > 0 ? 9 : 7, names, tags, v);
 }
 
-void cx_cli_sinks_on_epoch(void *user, int64_t epoch, int64_t step, const cx_eval_result *val) {
+static void on_epoch(void *user, int64_t epoch, int64_t step, const cx_eval_result *val) {
   static const char *const names[] = {"val_top1", "val_top5", "val_loss"};
   static const char *const tags[] = {"val/top1", "val/top5", "val/loss"};
   double v[] = {val->top1, val->top5, val->loss};
   write_all(user, step, epoch, 3, names, tags, v);
+}
+
+cx_train_ext cx_cli_sinks_extension(cx_cli_sinks *k) {
+  return (cx_train_ext){.name = "metrics", .self = k, .on_step = on_step, .on_epoch = on_epoch};
 }
 
 cx_status cx_cli_sinks_open(const char *out, bool append, cx_cli_sinks *k) {

@@ -25,8 +25,8 @@ void cx_cli_train_restore_input(cx_graph *g, char *old);
 /* mkdir -p. */
 cx_status cx_cli_make_dirs(const char *path);
 
-/* Metrics writers behind the trainer's on_step/on_epoch (user = the sinks); the first write
- * error is kept and training goes on. With a stage, each metrics line has "stage": "<stage>"
+/* Metrics writers, a trainer extension (cx_cli_sinks_extension: its on_step and on_epoch); the
+ * first write error is kept and training goes on. With a stage, each metrics line has "stage": "<stage>"
  * and TensorBoard tags become "<stage>/train/loss", so that one file holds every stage. */
 typedef struct cx_cli_sinks {
   cx_metrics *metrics;
@@ -41,8 +41,7 @@ typedef struct cx_cli_sinks {
 cx_status cx_cli_sinks_open(const char *out, bool append, cx_cli_sinks *k);
 /* Closes both; the first error seen while writing, if any. k is cleared. */
 cx_status cx_cli_sinks_close(cx_cli_sinks *k);
-void cx_cli_sinks_on_step(void *user, const cx_train_step_info *s);
-void cx_cli_sinks_on_epoch(void *user, int64_t epoch, int64_t step, const cx_eval_result *val);
+cx_train_ext cx_cli_sinks_extension(cx_cli_sinks *k);
 
 /* Writes g to path as ONNX with the preprocessing of c's data ([data] mean, std; the class names
  * of its training set) and the config's path and hash in metadata_props (train/train_config.h). */

@@ -3,11 +3,12 @@
 
 /* Knowledge distillation (docs/distill.md): the training graph with the KD loss, the teacher
  * run inference-only on the batch the student sees, a cache of the teacher's outputs on disk,
- * and the trainer hooks (train/trainer.h: build_graph, feed) that tie them together.
+ * and the trainer extension (train/extension.h) that ties them together.
  *
  *   cx_kd *kd;
- *   cx_kd_open(&kd_opts, &train_opts, &kd);   // teachers compiled, cache opened
- *   cx_kd_attach(kd, &train_opts);             // or call the hooks from the runner's own
+ *   cx_kd_open(&kd_opts, &train_opts, &kd);   // teachers compiled on train_opts.backend
+ *   cx_train_ext ext = cx_kd_extension(kd);    // one of the run's extensions
+ *   train_opts.extensions = &ext, train_opts.n_extensions = 1;
  *   cx_train(student, &train_opts, &result);
  *   cx_kd_close(kd);                           // writes the last epoch's cache file
  */
@@ -15,11 +16,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../core/backend.h"
 #include "../core/graph.h"
 #include "../data/data.h"
 
 struct cx_program;
 struct cx_train_opts;
+struct cx_train_ext;
 
 /* ---- the KD training graph ---- */
 
@@ -76,8 +79,8 @@ typedef struct cx_kd_teacher cx_kd_teacher;
 /* Compiles `teacher` as an inference program for batches of `batch` (no activations kept for a
  * backward pass, no gradients). Its image input is "input", or its only graph input; its logits
  * its first output. Values named in `features` become outputs too (feature hints). */
-cx_status cx_kd_teacher_open(const cx_graph *teacher, int64_t batch, const char *const *features,
-                             int n_features, cx_kd_teacher **out);
+cx_status cx_kd_teacher_open(const cx_graph *teacher, const cx_backend *backend, int64_t batch,
+                             const char *const *features, int n_features, cx_kd_teacher **out);
 void cx_kd_teacher_close(cx_kd_teacher *t);
 int64_t cx_kd_teacher_classes(const cx_kd_teacher *t);
 /* The teacher's input as [C, H, W]. */
@@ -185,13 +188,11 @@ typedef struct cx_kd cx_kd;
 cx_status cx_kd_open(const cx_kd_opts *o, const struct cx_train_opts *train, cx_kd **out);
 /* Writes the current epoch's cache files and frees everything. */
 cx_status cx_kd_close(cx_kd *kd);
-/* Sets o->build_graph, o->feed and o->user to kd (for a caller with no hooks of its own). */
-void cx_kd_attach(cx_kd *kd, struct cx_train_opts *o);
-/* The hooks themselves (user is the cx_kd). feed takes the epoch from the batch (cx_batch.epoch),
- * so a run resumed in the middle of any epoch uses that epoch's cache, and writes a finished
- * epoch's cache when the next one begins. */
-cx_status cx_kd_build_graph(void *user, const cx_graph *model, cx_graph **out);
-cx_status cx_kd_feed(void *user, struct cx_program *train, const cx_batch *b);
+/* Distillation as a trainer extension (train/extension.h) named "distill": it builds the
+ * training graph (cx_kd_graph) and feeds the teachers' outputs before each micro-batch. The feed
+ * takes the epoch from the batch (cx_batch.epoch), so a run resumed in the middle of any epoch
+ * uses that epoch's cache, and writes a finished epoch's cache when the next one begins. */
+struct cx_train_ext cx_kd_extension(cx_kd *kd);
 /* Makes epoch the current one (feed does it from each batch); writes the cache of the epoch
  * before. */
 cx_status cx_kd_set_epoch(cx_kd *kd, int64_t epoch);

@@ -157,7 +157,8 @@ static cx_status open_teachers(cx_kd *kd, const cx_kd_opts *o, const cx_train_op
     if (!sp->name) snprintf(t->name, sizeof t->name, "teacher%d", i);
     t->weight = sp->weight > 0 ? sp->weight : 1.0f;
     if (!sp->graph) return cx_fail(CX_ERR_ARG, "teacher '%s' has no graph", t->name);
-    CX_TRY(cx_kd_teacher_open(sp->graph, kd->micro, names, i == 0 ? o->kd.n_hints : 0, &t->t));
+    CX_TRY(cx_kd_teacher_open(sp->graph, train->backend, kd->micro, names,
+                              i == 0 ? o->kd.n_hints : 0, &t->t));
     CX_TRY(check_teacher(t, d, &train->loader.aug, train->train_path));
     t->logits = malloc(sizeof(float) * (size_t)(kd->micro * d->num_classes));
     if (!t->logits) return cx_fail(CX_ERR_NOMEM, "out of memory");
@@ -330,7 +331,7 @@ static cx_status write_features(cx_kd *kd, cx_program *p, int64_t n) {
   return CX_OK;
 }
 
-cx_status cx_kd_feed(void *user, cx_program *train, const cx_batch *b) {
+static cx_status feed(void *user, cx_program *train, const cx_batch *b) {
   cx_kd *kd = user;
   if (b->dtype != CX_F32)
     return cx_fail(CX_ERR_UNSUPPORTED, "distillation: the teacher takes f32 images, the loader "
@@ -351,15 +352,13 @@ cx_status cx_kd_feed(void *user, cx_program *train, const cx_batch *b) {
   return write_features(kd, train, b->size);
 }
 
-cx_status cx_kd_build_graph(void *user, const cx_graph *model, cx_graph **out) {
+static cx_status build_graph(void *user, const cx_graph *model, cx_graph **out) {
   cx_kd *kd = user;
   return cx_kd_graph(model, &kd->kd, out);
 }
 
-void cx_kd_attach(cx_kd *kd, cx_train_opts *o) {
-  o->build_graph = cx_kd_build_graph;
-  o->feed = cx_kd_feed;
-  o->user = kd;
+cx_train_ext cx_kd_extension(cx_kd *kd) {
+  return (cx_train_ext){.name = "distill", .self = kd, .build_graph = build_graph, .feed = feed};
 }
 
 cx_kd_stats cx_kd_get_stats(const cx_kd *kd) { return kd->stats; }

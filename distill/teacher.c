@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "../core/program.h"
-#include "../kernels/cpu/cpu.h"
 #include "internal.h"
 
 struct cx_kd_teacher {
@@ -13,6 +12,8 @@ struct cx_kd_teacher {
   const cx_tensor *logits;
   int n_features;
   const cx_tensor **features;
+  /* the outputs read back after each run: logits, then each feature */
+  float **host;
   int64_t batch, classes;
 };
 
@@ -69,13 +70,26 @@ static cx_status check_outputs(cx_kd_teacher *t) {
   return CX_OK;
 }
 
+/* Host room for every output, read back after each run (the cache and the student's inputs
+ * are host data). */
+static cx_status alloc_outputs(cx_kd_teacher *t) {
+  t->host = calloc((size_t)t->n_features + 1, sizeof *t->host);
+  if (!t->host) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  for (int i = 0; i <= t->n_features; i++) {
+    const cx_tensor *o = i ? t->features[i - 1] : t->logits;
+    if (!(t->host[i] = malloc(cx_tensor_nbytes(o) + 1)))
+      return cx_fail(CX_ERR_NOMEM, "out of memory");
+  }
+  return CX_OK;
+}
+
 static cx_status open_program(cx_kd_teacher *t, const cx_graph *teacher,
-                              const char *const *features, int n) {
+                              const cx_backend *backend, const char *const *features, int n) {
   const char *in_name = NULL;
   CX_TRY(image_input(teacher, &in_name));
   cx_graph *g = NULL;
   CX_TRY(with_outputs(teacher, features, n, &g));
-  cx_compile_opts co = {.batch = t->batch, .backend = cx_backend_cpu()};
+  cx_compile_opts co = {.batch = t->batch, .backend = backend};
   cx_status s = cx_program_compile(g, &co, &t->p);
   cx_graph_free(g);
   if (s != CX_OK) {
@@ -89,17 +103,18 @@ static cx_status open_program(cx_kd_teacher *t, const cx_graph *teacher,
   if (!t->features) return cx_fail(CX_ERR_NOMEM, "out of memory");
   for (int i = 0; i < n; i++) t->features[i] = cx_program_value_tensor(t->p, pg->outputs[1 + i]);
   t->n_features = n;
-  return check_outputs(t);
+  CX_TRY(check_outputs(t));
+  return alloc_outputs(t);
 }
 
-cx_status cx_kd_teacher_open(const cx_graph *teacher, int64_t batch, const char *const *features,
-                             int n_features, cx_kd_teacher **out) {
+cx_status cx_kd_teacher_open(const cx_graph *teacher, const cx_backend *backend, int64_t batch,
+                             const char *const *features, int n_features, cx_kd_teacher **out) {
   *out = NULL;
   if (batch <= 0) return cx_fail(CX_ERR_ARG, "teacher: batch %lld must be positive", (long long)batch);
   cx_kd_teacher *t = calloc(1, sizeof *t);
   if (!t) return cx_fail(CX_ERR_NOMEM, "out of memory");
   t->batch = batch;
-  cx_status s = open_program(t, teacher, features, n_features);
+  cx_status s = open_program(t, teacher, backend, features, n_features);
   if (s != CX_OK) {
     cx_kd_teacher_close(t);
     return s;
@@ -111,6 +126,8 @@ cx_status cx_kd_teacher_open(const cx_graph *teacher, int64_t batch, const char 
 void cx_kd_teacher_close(cx_kd_teacher *t) {
   if (!t) return;
   cx_program_free(t->p);
+  for (int i = 0; t->host && i <= t->n_features; i++) free(t->host[i]);
+  free(t->host);
   free(t->features);
   free(t);
 }
@@ -129,13 +146,16 @@ cx_status cx_kd_teacher_run(cx_kd_teacher *t, const float *images, int64_t n) {
   memcpy(t->input->data, images, per * (size_t)n);
   /* inference is per sample: the padding changes nothing of the first n */
   memset((char *)t->input->data + per * (size_t)n, 0, per * (size_t)(t->batch - n));
-  return cx_program_forward(t->p);
+  CX_TRY(cx_program_forward(t->p));
+  for (int i = 0; i <= t->n_features; i++)
+    CX_TRY(cx_program_read(t->p, i ? t->features[i - 1] : t->logits, t->host[i]));
+  return CX_OK;
 }
 
-const float *cx_kd_teacher_logits(const cx_kd_teacher *t) { return t->logits->data; }
+const float *cx_kd_teacher_logits(const cx_kd_teacher *t) { return t->host[0]; }
 
 const float *cx_kd_teacher_feature(const cx_kd_teacher *t, int i, cx_shape *shape) {
   if (i < 0 || i >= t->n_features) return NULL;
   if (shape) *shape = t->features[i]->shape;
-  return t->features[i]->data;
+  return t->host[1 + i];
 }

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../kernels/cpu/cpu.h"
 #include "../cli/report.h"
 #include "../distill/distill.h"
 #include "../export/onnx_export.h"
@@ -105,6 +106,7 @@ static cx_train_opts recipe(const char *train, const char *val, int64_t batch, i
   o.log_every = 1000;
   o.quiet = true;
   o.seed = 7;
+  o.backend = cx_backend_cpu();
   float mean = 0.286f, std = 0.353f; /* Fashion-MNIST pixel statistics */
   o.loader.aug.mean[0] = o.val_aug.mean[0] = mean;
   o.loader.aug.std[0] = o.val_aug.std[0] = std;
@@ -134,8 +136,10 @@ static double train_student(const paths *p, const cx_graph *teacher, cx_kd_stats
                      .cache_dir = p->cache};
     st = cx_kd_open(&ko, &o, &kd);
     CHECK(st == CX_OK, "kd open: %s", cx_last_error());
-    if (kd) cx_kd_attach(kd, &o);
   }
+  cx_train_ext ext = kd ? cx_kd_extension(kd) : (cx_train_ext){0};
+  o.extensions = &ext;
+  o.n_extensions = kd ? 1 : 0;
   if (st == CX_OK) st = cx_train(s, &o, &r);
   CHECK(st == CX_OK, "student: %s", cx_last_error());
   if (kd && stats) *stats = cx_kd_get_stats(kd);
@@ -166,7 +170,9 @@ static void test_hints(const paths *p, const cx_graph *teacher) {
   cx_status st = cx_kd_open(&ko, &o, &kd);
   if (st == CX_OK) st = cx_kd_adapters_add(s, cx_kd_get_config(kd));
   if (st == CX_OK) {
-    cx_kd_attach(kd, &o);
+    cx_train_ext ext = cx_kd_extension(kd);
+    o.extensions = &ext;
+    o.n_extensions = 1;
     st = cx_train(s, &o, &r);
   }
   CHECK(st == CX_OK, "hints: %s", cx_last_error());
@@ -264,13 +270,15 @@ static rate kd_rate(const char *train, const cx_graph *teacher, const char *cach
     return out;
   cx_train_opts o = recipe(train, NULL, 128, 1);
   o.log_every = 1;
-  o.on_step = on_step;
   cx_kd *kd = NULL;
   cx_kd_teacher_spec t = {.graph = teacher, .name = "resnet20"};
   cx_kd_opts ko = {.kd = cx_kd_config_defaults(), .n_teachers = 1, .teachers = &t,
                    .cache_dir = cache};
   cx_status st = teacher ? cx_kd_open(&ko, &o, &kd) : CX_OK;
-  if (kd) cx_kd_attach(kd, &o);
+  cx_train_ext ext[2] = {{.name = "rate", .on_step = on_step}};
+  if (kd) ext[1] = cx_kd_extension(kd);
+  o.extensions = ext;
+  o.n_extensions = kd ? 2 : 1;
   cx_train_result r = {0};
   if (st == CX_OK) st = cx_train(s, &o, &r);
   if (st != CX_OK) printf("FAIL bench: %s\n", cx_last_error());

@@ -38,6 +38,7 @@ static cx_train_opts recipe(const char *train, const char *test) {
   o.optim.weight_decay = 5e-4f;
   o.schedule = cx_schedule_defaults(CX_SCHEDULE_COSINE, 0.1f);
   o.log_every = 100;
+  o.backend = cx_backend_cpu();
   float mean = 0.286f, std = 0.353f; /* Fashion-MNIST pixel statistics */
   o.loader.aug.mean[0] = o.val_aug.mean[0] = mean;
   o.loader.aug.std[0] = o.val_aug.std[0] = std;
@@ -60,7 +61,7 @@ static double test_fashion_mnist(const char *train, const char *test) {
   CHECK(s != CX_OK || r.val.top1 >= 88.0, "top-1 %.2f%% below 88%%", r.val.top1);
   /* the trained weights are in the graph: evaluating it again gives the same numbers */
   cx_eval_result e;
-  CHECK(cx_evaluate(g, test, NULL, &o.val_aug, 100, &e) == CX_OK, "%s", cx_last_error());
+  CHECK(cx_evaluate(g, cx_backend_cpu(), test, NULL, &o.val_aug, 100, &e) == CX_OK, "%s", cx_last_error());
   CHECK(fabs(e.top1 - r.val.top1) < 1e-9 && e.n == 10000, "re-evaluation %.2f vs %.2f", e.top1, r.val.top1);
   cx_graph_free(g);
   return s == CX_OK ? r.val.top1 : -1;

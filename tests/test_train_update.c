@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../kernels/cpu/cpu.h"
 #include "../data/data.h"
 #include "../train/trainer.h"
 #include "op_check.h"
@@ -83,8 +84,11 @@ static cx_train_opts opts(cx_loss_scale_mode mode, float scale, float std, trace
   o.quiet = true;
   o.diagnostics = false;
   o.log_every = 1;
-  o.on_step = t ? on_step : NULL;
-  o.user = t;
+  o.backend = cx_backend_cpu();
+  static cx_train_ext ext; /* outlives the returned options; one run at a time */
+  ext = (cx_train_ext){.name = "trace", .self = t, .on_step = on_step};
+  o.extensions = t ? &ext : NULL;
+  o.n_extensions = t ? 1 : 0;
   return o;
 }
 

@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "../core/program.h"
-#include "../kernels/cpu/cpu.h"
 #include "train_graph.h"
 #include "trainer.h"
 
@@ -45,7 +44,7 @@ cx_status cx_check_model_input(const cx_graph *model, const cx_batch *b, const c
 }
 
 static cx_status eval_loop(cx_program *p, cx_loader *l, const char *path, int64_t batch,
-                           cx_eval_sums *sums) {
+                           float *logits, cx_eval_sums *sums) {
   const cx_graph *model = cx_program_graph(p);
   cx_tensor *in = cx_program_tensor(p, "input");
   const cx_tensor *out = cx_program_value_tensor(p, cx_model_logits(cx_program_graph(p)));
@@ -66,7 +65,8 @@ static cx_status eval_loop(cx_program *p, cx_loader *l, const char *path, int64_
       if (b.labels[i] >= classes)
         return cx_fail(CX_ERR_ARG, "%s: label %lld, but the model has %lld classes", path,
                        (long long)b.labels[i], (long long)classes);
-    cx_logits_score(out->data, b.size, classes, b.labels, sums);
+    CX_TRY(cx_program_read(p, out, logits));
+    cx_logits_score(logits, b.size, classes, b.labels, sums);
   }
 }
 
@@ -80,17 +80,21 @@ cx_status cx_evaluate_program(cx_program *p, const char *path, const char *part,
   if (pre) lo.aug = *pre;
   cx_loader *l = NULL;
   CX_TRY(cx_loader_open(path, &lo, &l));
+  const cx_tensor *out = cx_program_value_tensor(p, cx_model_logits(cx_program_graph(p)));
+  float *logits = malloc(cx_tensor_nbytes(out));
   cx_eval_sums sums = {0};
-  cx_status s = eval_loop(p, l, path, batch, &sums);
+  cx_status s = logits ? eval_loop(p, l, path, batch, logits, &sums)
+                       : cx_fail(CX_ERR_NOMEM, "out of memory");
   if (s == CX_OK) *r = cx_eval_sums_result(&sums);
+  free(logits);
   cx_loader_close(l);
   return s;
 }
 
-cx_status cx_evaluate(const cx_graph *model, const char *path, const char *part,
-                      const cx_augment *pre, int64_t batch, cx_eval_result *r) {
+cx_status cx_evaluate(const cx_graph *model, const cx_backend *backend, const char *path,
+                      const char *part, const cx_augment *pre, int64_t batch, cx_eval_result *r) {
   cx_program *p = NULL;
-  cx_compile_opts co = {.batch = batch, .backend = cx_backend_cpu()};
+  cx_compile_opts co = {.batch = batch, .backend = backend};
   CX_TRY(cx_program_compile(model, &co, &p));
   cx_status s = cx_evaluate_program(p, path, part, pre, r);
   cx_program_free(p);

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "../core/program.h"
-#include "../kernels/cpu/cpu.h"
 #include "optim_program.h"
 #include "train_graph.h"
 #include "trainer.h"
@@ -98,7 +97,7 @@ static cx_status run_open(const cx_graph *model, const cx_lr_find_opts *o, lr_ru
   cx_graph *g = NULL;
   CX_TRY(cx_train_graph(model, 0, 0, &g));
   cx_compile_opts co = {.batch = o->batch, .training = true, .loss = "loss",
-                        .backend = cx_backend_cpu(), .seed = o->seed};
+                        .backend = o->backend, .seed = o->seed};
   cx_status s = cx_program_compile(g, &co, &run->p);
   cx_graph_free(g);
   if (s == CX_OK) s = cx_optimizer_for_program(&o->optim, run->p, &run->opt);
@@ -137,10 +136,12 @@ static cx_status train_step(lr_run *run, const cx_graph *model, const cx_lr_find
   CX_TRY(next_batch(run, &b));
   if (i == 0) CX_TRY(cx_check_model_input(model, &b, o->path));
   cx_tensor *x = cx_program_tensor(run->p, "input"), *y = cx_program_tensor(run->p, "labels");
-  memcpy(x->data, b.images, cx_tensor_nbytes(x));
-  memcpy(y->data, b.labels, cx_tensor_nbytes(y));
+  CX_TRY(cx_program_write(run->p, x, b.images));
+  CX_TRY(cx_program_write(run->p, y, b.labels));
   CX_TRY(cx_program_forward(run->p));
-  *loss = *(const float *)cx_program_tensor(run->p, "loss")->data;
+  float value;
+  CX_TRY(cx_program_read(run->p, cx_program_tensor(run->p, "loss"), &value));
+  *loss = value;
   if (!isfinite(*loss)) return CX_OK;
   CX_TRY(cx_program_backward(run->p));
   return cx_optimizer_step_program(run->opt, run->p, (float)lr);

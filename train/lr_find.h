@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "../core/graph.h"
+#include "../core/backend.h"
 #include "../data/data.h"
 #include "optim.h"
 
@@ -25,6 +26,7 @@ typedef struct cx_lr_find_opts {
   cx_optim_config optim;    /* its lr is ignored */
   cx_augment aug;           /* preprocessing of the batches (normalisation) */
   uint64_t seed;
+  const cx_backend *backend; /* where the program runs; required */
   int workers;              /* loader threads; 0: the loader's default */
   bool quiet;               /* no progress lines on stderr */
 } cx_lr_find_opts;

@@ -24,7 +24,7 @@ static const char *const train_keys[] = {
     "total_steps", "clip_norm", "accum_steps", "label_smoothing", "seed", "checkpoint_every",
     "log_every", "diagnostics", "loss_scale", "checkpoint_segments", "precision", "ema_decay",
     "ema_warmup", NULL};
-static const char *const run_keys[] = {"out_dir", "threads", "keep_checkpoints", NULL};
+static const char *const run_keys[] = {"out_dir", "threads", "keep_checkpoints", "device", NULL};
 
 /* Keys left out of the config hash: they change no step's numbers. */
 static const char *const unhashed[] = {"run", "train.epochs", "train.log_every",
@@ -397,7 +397,16 @@ static cx_status read_run(cx_train_config *c, const cx_toml *r) {
   CX_TRY(get_path(c, r, "out_dir", &c->out_dir, &node));
   CX_TRY(get_i32(r, "threads", 0, 0, 1024, &c->threads));
   c->opts.threads = c->threads;
+  CX_TRY(cx_train_config_read_device(r, &c->device));
   return get_i32(r, "keep_checkpoints", 2, 1, 1 << 20, &c->opts.keep_checkpoints);
+}
+
+cx_status cx_train_config_read_device(const cx_toml *run, const char **device) {
+  static const char *const names[] = {"cpu", "cuda", "auto", NULL};
+  int k;
+  CX_TRY(get_choice(run, "device", "cpu", names, &k));
+  *device = names[k];
+  return CX_OK;
 }
 
 /* A table of the document, which must be a table if present. */

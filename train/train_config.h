@@ -20,6 +20,8 @@ typedef struct cx_train_config {
   char *train_path, *val_path;  /* resolved; val_path NULL without [data] val */
   char *out_dir;                /* [run] out_dir resolved, or NULL */
   int threads;                  /* [run] threads; 0: the OpenMP default */
+  const char *device;           /* [run] device: "cpu" (default), "cuda" or "auto"; the caller
+                                   maps it to opts.backend (cli/device.h) */
   int n_mean, n_std;            /* values given in [data] mean and std */
   cx_train_opts opts;           /* paths point into this struct */
   const char **segments;        /* [train] checkpoint_segments (into doc); owned array */
@@ -53,6 +55,9 @@ cx_status cx_train_config_read_train(cx_train_config *c, const cx_toml *train,
                                      const char *const *extra);
 /* The key "precision" of table t ("fp32", "bf16" or "fp16"; absent: fallback), refused at the key
  * when the CPU backend cannot compute in it on this machine. */
+/* [run] device of table run (NULL: the default "cpu") as one of "cpu", "cuda", "auto"; the
+ * message of another value names them. */
+cx_status cx_train_config_read_device(const cx_toml *run, const char **device);
 cx_status cx_train_config_read_precision(const cx_toml *t, cx_precision fallback,
                                          cx_precision *p);
 /* A hash of n nodes (NULL ones skipped), each hashed as if it stood in a train config under the

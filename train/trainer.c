@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "../core/program.h"
-#include "../kernels/cpu/cpu.h"
 #include "checkpoint.h"
 #include "diagnose.h"
 #include "grad_clip.h"
@@ -44,6 +43,17 @@ typedef struct window {
   double steps, loss, correct, images;
 } window;
 
+/* Tensors a checkpoint holds, by name. Those that live on the backend are read into host copies
+ * to be written, and written back from them on resume; host ones are written as they are. */
+typedef struct ck_list {
+  int n, cap;
+  const char **names;
+  char **owned;     /* names made here ("<extension>/<name>"), else NULL */
+  cx_tensor **at;   /* the tensors themselves */
+  cx_tensor **host; /* what the checkpoint file reads and writes */
+  bool *dev;        /* at[i] lives on the backend: host[i] is a copy */
+} ck_list;
+
 /* Everything one training run holds. */
 typedef struct run {
   const cx_train_opts *o;
@@ -51,14 +61,19 @@ typedef struct run {
   cx_program *train, *eval;
   cx_loader *loader;
   cx_optimizer *opt;
+  const cx_train_ext *ext; /* the extensions, in order */
+  int n_ext;
+  bool last_micro;         /* the micro-batch running is its step's last (grad_ready) */
+  cx_tensor *input, *labels, *targets, *loss, *logits; /* in the training program */
+  float *logits_host;      /* the logits, read back each micro-batch for the accuracy */
+  float *host_buf;         /* one parameter or gradient read back (diagnostics) */
   int n_params;
   cx_tensor **params, **grads, **acc; /* acc: accumulated gradients (accum_steps > 1) */
   int64_t micro, classes, per_epoch, total;
   bool soft, bar_open;
-  /* checkpoint contents: parameters and statistics; optimizer state and the window */
-  int n_ck, n_ck_state;
-  const char **ck_names, **ck_state_names;
-  cx_tensor **ck, **ck_state;
+  /* checkpoint contents: parameters and statistics (/params); optimizer state, the log window,
+   * the loss scaler, the average, the extensions' state (/optimizer) */
+  ck_list ck, ck_state;
   /* position: optimizer steps done; the next micro-batch is `batch` of epoch `epoch` */
   int64_t step, epoch, batch, start_step;
   window win;
@@ -122,38 +137,95 @@ static cx_status create_optimizer(run *r) {
   return CX_OK;
 }
 
+/* ---- checkpoint lists ---- */
+
+static cx_status ck_add(ck_list *l, const char *name, cx_tensor *t, bool dev) {
+  if (l->n == l->cap) {
+    int cap = l->cap * 2 + 16;
+    const char **names = realloc(l->names, sizeof *names * (size_t)cap);
+    if (names) l->names = names;
+    char **owned = realloc(l->owned, sizeof *owned * (size_t)cap);
+    if (owned) l->owned = owned;
+    cx_tensor **at = realloc(l->at, sizeof *at * (size_t)cap);
+    if (at) l->at = at;
+    cx_tensor **host = realloc(l->host, sizeof *host * (size_t)cap);
+    if (host) l->host = host;
+    bool *d = realloc(l->dev, sizeof *d * (size_t)cap);
+    if (d) l->dev = d;
+    if (!names || !owned || !at || !host || !d) return alloc_fail();
+    l->cap = cap;
+  }
+  int i = l->n;
+  l->names[i] = name, l->owned[i] = NULL, l->at[i] = t, l->dev[i] = dev, l->host[i] = t;
+  if (dev) {
+    void *data = malloc(cx_tensor_nbytes(t) + 1);
+    l->host[i] = malloc(sizeof(cx_tensor));
+    if (!data || !l->host[i]) return free(data), free(l->host[i]), alloc_fail();
+    *l->host[i] = cx_tensor_view(t->dtype, &t->shape, data);
+  }
+  l->n++;
+  return CX_OK;
+}
+
+static void ck_free(ck_list *l) {
+  for (int i = 0; i < l->n; i++) {
+    if (l->dev[i]) free(l->host[i]->data), free(l->host[i]);
+    free(l->owned[i]);
+  }
+  free(l->names), free(l->owned), free(l->at), free(l->host), free(l->dev);
+}
+
+/* Host copies of the backend tensors, before a checkpoint is written. */
+static cx_status ck_download(const run *r, const ck_list *l) {
+  for (int i = 0; i < l->n; i++)
+    if (l->dev[i]) CX_TRY(cx_program_read(r->train, l->at[i], l->host[i]->data));
+  return CX_OK;
+}
+
+/* The backend tensors from their host copies, after a checkpoint was read. */
+static cx_status ck_upload(const run *r, const ck_list *l) {
+  for (int i = 0; i < l->n; i++)
+    if (l->dev[i]) CX_TRY(cx_program_write(r->train, l->at[i], l->host[i]->data));
+  return CX_OK;
+}
+
 /* What a checkpoint holds: parameters and BatchNorm statistics (STATE values) under /params;
- * optimizer state and the log window under /optimizer. */
+ * optimizer state, the log window, the loss scaler and each extension's state under
+ * /optimizer. */
 static cx_status list_checkpoint(run *r) {
   const cx_graph *g = cx_program_graph(r->train);
-  int n_opt = cx_optimizer_state_count(r->opt);
-  size_t cap = (size_t)(r->n_params + g->n_values) + 1, cap_s = (size_t)n_opt + 4 + cap;
-  r->ck_names = calloc(cap, sizeof *r->ck_names);
-  r->ck = calloc(cap, sizeof *r->ck);
-  r->ck_state_names = calloc(cap_s, sizeof *r->ck_state_names);
-  r->ck_state = calloc(cap_s, sizeof *r->ck_state);
-  if (!r->ck_names || !r->ck || !r->ck_state_names || !r->ck_state) return alloc_fail();
-  for (int k = 0; k < r->n_params; k++, r->n_ck++) {
-    r->ck_names[r->n_ck] = cx_program_param_name(r->train, k);
-    r->ck[r->n_ck] = r->params[k];
-  }
+  for (int k = 0; k < r->n_params; k++)
+    CX_TRY(ck_add(&r->ck, cx_program_param_name(r->train, k), r->params[k], true));
   for (int v = 0; v < g->n_values; v++)
-    if (g->values[v].kind == CX_VALUE_STATE) {
-      r->ck_names[r->n_ck] = g->values[v].name;
-      r->ck[r->n_ck++] = cx_program_tensor(r->train, g->values[v].name);
-    }
-  for (int k = 0; k < n_opt; k++, r->n_ck_state++) {
-    r->ck_state_names[k] = cx_optimizer_state_name(r->opt, k);
-    r->ck_state[k] = cx_optimizer_state(r->opt, k);
-  }
+    if (g->values[v].kind == CX_VALUE_STATE)
+      CX_TRY(ck_add(&r->ck, g->values[v].name, cx_program_tensor(r->train, g->values[v].name),
+                    true));
+  for (int k = 0; k < cx_optimizer_state_count(r->opt); k++)
+    CX_TRY(ck_add(&r->ck_state, cx_optimizer_state_name(r->opt, k),
+                  cx_optimizer_state(r->opt, k), true));
   cx_shape four = {1, {4}}, three = {1, {3}};
   r->win_t = cx_tensor_view(CX_F64, &four, &r->win);
-  r->ck_state_names[r->n_ck_state] = "trainer/log_window";
-  r->ck_state[r->n_ck_state++] = &r->win_t;
-  if (r->loss_seed) {
-    r->scaler_t = cx_tensor_view(CX_F64, &three, r->scaler_state);
-    r->ck_state_names[r->n_ck_state] = "trainer/loss_scaler";
-    r->ck_state[r->n_ck_state++] = &r->scaler_t;
+  CX_TRY(ck_add(&r->ck_state, "trainer/log_window", &r->win_t, false));
+  if (!r->loss_seed) return CX_OK;
+  r->scaler_t = cx_tensor_view(CX_F64, &three, r->scaler_state);
+  return ck_add(&r->ck_state, "trainer/loss_scaler", &r->scaler_t, false);
+}
+
+/* Each extension's state as "<extension>/<name>". */
+static cx_status list_extension_state(run *r) {
+  for (int e = 0; e < r->n_ext; e++) {
+    const cx_train_ext *x = &r->ext[e];
+    cx_train_ext_state st = {0};
+    if (x->state) CX_TRY(x->state(x->self, &st));
+    for (int i = 0; i < st.n; i++) {
+      size_t len = strlen(x->name) + strlen(st.names[i]) + 2;
+      char *name = malloc(len);
+      if (!name) return alloc_fail();
+      snprintf(name, len, "%s/%s", x->name, st.names[i]);
+      cx_status s = ck_add(&r->ck_state, name, st.tensors[i], false);
+      if (s != CX_OK) return free(name), s;
+      r->ck_state.owned[r->ck_state.n - 1] = name;
+    }
   }
   return CX_OK;
 }
@@ -162,24 +234,20 @@ static cx_status list_checkpoint(run *r) {
  * tensors and its update count. */
 static cx_status open_ema(run *r) {
   if (!r->o->use_ema) return CX_OK;
-  CX_TRY(cx_ema_create(&r->o->ema, r->n_ck, r->ck, r->ck_names, &r->ema));
-  for (int i = 0; i < cx_ema_count(r->ema); i++, r->n_ck_state++) {
-    r->ck_state_names[r->n_ck_state] = cx_ema_name(r->ema, i);
-    r->ck_state[r->n_ck_state] = cx_ema_tensor(r->ema, i);
-  }
+  CX_TRY(cx_ema_create(&r->o->ema, r->ck.n, r->ck.at, r->ck.names, &r->ema));
+  for (int i = 0; i < cx_ema_count(r->ema); i++)
+    CX_TRY(ck_add(&r->ck_state, cx_ema_name(r->ema, i), cx_ema_tensor(r->ema, i), true));
   cx_shape one = {1, {1}};
   r->ema_updates_t = cx_tensor_view(CX_F64, &one, &r->ema_updates);
-  r->ck_state_names[r->n_ck_state] = "trainer/ema_updates";
-  r->ck_state[r->n_ck_state++] = &r->ema_updates_t;
-  return CX_OK;
+  return ck_add(&r->ck_state, "trainer/ema_updates", &r->ema_updates_t, false);
 }
 
 /* Runs f with the average in the training program's tensors (the live weights otherwise). */
 static cx_status with_ema(run *r, cx_status (*f)(run *r, void *arg), void *arg) {
   if (!r->ema) return f(r, arg);
-  CX_TRY(cx_ema_swap(r->ema, r->ck));
+  CX_TRY(cx_ema_swap(r->ema, r->ck.at));
   cx_status s = f(r, arg);
-  cx_status back = cx_ema_swap(r->ema, r->ck);
+  cx_status back = cx_ema_swap(r->ema, r->ck.at);
   return s != CX_OK ? s : back;
 }
 
@@ -195,27 +263,81 @@ static cx_status open_scaler(run *r) {
   return CX_OK;
 }
 
+/* The training graph: the one extension that builds it, or the model with the trainer's
+ * cross-entropy; then every extension's rewrite, in order. */
+static cx_status build_train_graph(run *r, const cx_graph *model, bool soft, cx_graph **out) {
+  const cx_train_ext *builder = NULL;
+  for (int e = 0; e < r->n_ext; e++) {
+    if (!r->ext[e].build_graph) continue;
+    if (builder)
+      return cx_fail(CX_ERR_ARG, "extensions '%s' and '%s' both build the training graph (its "
+                     "loss); only one may", builder->name, r->ext[e].name);
+    builder = &r->ext[e];
+  }
+  if (builder) CX_TRY(builder->build_graph(builder->self, model, out));
+  else CX_TRY(cx_train_graph(model, r->o->label_smoothing, soft ? r->classes : 0, out));
+  for (int e = 0; e < r->n_ext; e++) {
+    if (!r->ext[e].wrap_graph) continue;
+    cx_status s = r->ext[e].wrap_graph(r->ext[e].self, *out);
+    if (s != CX_OK) return cx_graph_free(*out), *out = NULL, s;
+  }
+  return CX_OK;
+}
+
+static void grad_ready(void *user, int param, const cx_tensor *value, const cx_tensor *grad) {
+  run *r = user;
+  for (int e = 0; e < r->n_ext; e++)
+    if (r->ext[e].grad_ready) r->ext[e].grad_ready(r->ext[e].self, param, value, grad,
+                                                   r->last_micro);
+}
+
+/* The training program's tensors the loop reads and writes, and host room for what it reads. */
+static cx_status find_io(run *r) {
+  r->input = cx_program_tensor(r->train, "input");
+  r->labels = cx_program_tensor(r->train, "labels");
+  r->targets = cx_program_tensor(r->train, "targets");
+  r->loss = cx_program_tensor(r->train, "loss");
+  r->logits = (cx_tensor *)cx_program_value_tensor(r->train, cx_program_graph(r->train)->outputs[1]);
+  if (!r->input || !r->loss || (r->soft && !r->targets))
+    return cx_fail(CX_ERR_ARG, "the training graph has no 'input', 'loss'%s", r->soft ?
+                   " or 'targets' (mixup/cutmix)" : "");
+  size_t most = 0;
+  for (int k = 0; k < r->n_params; k++)
+    if (cx_tensor_nbytes(r->params[k]) > most) most = cx_tensor_nbytes(r->params[k]);
+  r->logits_host = malloc(cx_tensor_nbytes(r->logits) + 1);
+  r->host_buf = malloc(most + 1);
+  return r->logits_host && r->host_buf ? CX_OK : alloc_fail();
+}
+
+static cx_status open_extensions(run *r) {
+  cx_program_set_grad_hook(r->train, grad_ready, r);
+  for (int e = 0; e < r->n_ext; e++)
+    if (r->ext[e].opened) CX_TRY(r->ext[e].opened(r->ext[e].self, r->train));
+  return list_extension_state(r);
+}
+
 static cx_status open_program(run *r, const cx_graph *model) {
   const cx_train_opts *o = r->o;
-  bool soft = o->loader.aug.mixup_alpha > 0 || o->loader.aug.cutmix_alpha > 0;
+  if (!o->backend) return cx_fail(CX_ERR_ARG, "cx_train: no backend given");
+  r->soft = o->loader.aug.mixup_alpha > 0 || o->loader.aug.cutmix_alpha > 0;
   cx_graph *g = NULL;
-  if (o->build_graph) CX_TRY(o->build_graph(o->user, model, &g));
-  else CX_TRY(cx_train_graph(model, o->label_smoothing, soft ? r->classes : 0, &g));
+  CX_TRY(build_train_graph(r, model, r->soft, &g));
   cx_compile_opts co = {.batch = r->micro, .training = true, .loss = "loss",
-                        .backend = cx_backend_cpu(), .seed = o->seed,
+                        .backend = o->backend, .seed = o->seed,
                         .precision = o->precision,
                         .checkpoint_segments = o->checkpoint_segments,
                         .n_checkpoint_segments = o->n_checkpoint_segments};
   cx_status s = cx_program_compile(g, &co, &r->train);
   cx_graph_free(g);
   if (s != CX_OK) return s;
-  r->soft = soft;
   if (!o->quiet) cx_program_print(r->train, r->log);
   CX_TRY(list_params(r));
+  CX_TRY(find_io(r));
   CX_TRY(create_optimizer(r));
   CX_TRY(open_scaler(r));
   CX_TRY(list_checkpoint(r));
-  return open_ema(r);
+  CX_TRY(open_ema(r));
+  return open_extensions(r);
 }
 
 static void close_run(run *r) {
@@ -232,10 +354,10 @@ static void close_run(run *r) {
   free(r->grads);
   free(r->layers);
   free(r->layer_param);
-  free(r->ck_names);
-  free(r->ck);
-  free(r->ck_state_names);
-  free(r->ck_state);
+  free(r->logits_host);
+  free(r->host_buf);
+  ck_free(&r->ck);
+  ck_free(&r->ck_state);
   cx_train_profiler_free(&r->prof);
   cx_ema_free(r->ema);
 }
@@ -322,9 +444,11 @@ static cx_status save_checkpoint(run *r, cx_train_result *res) {
   if (r->ema) r->ema_updates = (double)cx_ema_updates(r->ema);
   char path[4200];
   checkpoint_name(o->checkpoint_dir, r->step, path, sizeof path);
-  CX_TRY(cx_checkpoint_save(path, &m, r->n_ck, r->ck_names, (const cx_tensor *const *)r->ck,
-                            r->n_ck_state, r->ck_state_names,
-                            (const cx_tensor *const *)r->ck_state));
+  CX_TRY(ck_download(r, &r->ck));
+  CX_TRY(ck_download(r, &r->ck_state));
+  CX_TRY(cx_checkpoint_save(path, &m, r->ck.n, r->ck.names,
+                            (const cx_tensor *const *)r->ck.host, r->ck_state.n,
+                            r->ck_state.names, (const cx_tensor *const *)r->ck_state.host));
   snprintf(res->checkpoint, sizeof res->checkpoint, "%s", path);
   prune_checkpoints(o->checkpoint_dir, o->keep_checkpoints > 0 ? o->keep_checkpoints : 2);
   return CX_OK;
@@ -333,8 +457,10 @@ static cx_status save_checkpoint(run *r, cx_train_result *res) {
 static cx_status restore(run *r) {
   const cx_train_opts *o = r->o;
   cx_checkpoint_meta m;
-  CX_TRY(cx_checkpoint_load(o->resume_from, o->config_hash, &m, r->n_ck, r->ck_names, r->ck,
-                            r->n_ck_state, r->ck_state_names, r->ck_state));
+  CX_TRY(cx_checkpoint_load(o->resume_from, o->config_hash, &m, r->ck.n, r->ck.names,
+                            r->ck.host, r->ck_state.n, r->ck_state.names, r->ck_state.host));
+  CX_TRY(ck_upload(r, &r->ck));
+  CX_TRY(ck_upload(r, &r->ck_state));
   if (m.seed != o->seed || m.data_seed != o->seed)
     return cx_fail(CX_ERR_ARG, "%s: written with seed %llu, but this run's seed is %llu",
                    o->resume_from, (unsigned long long)m.seed, (unsigned long long)o->seed);
@@ -357,45 +483,48 @@ static cx_status restore(run *r) {
   r->seconds_before = m.seconds;
   r->epoch = m.epoch;
   r->batch = m.batch;
+  for (int e = 0; e < r->n_ext; e++)
+    if (r->ext[e].resumed) CX_TRY(r->ext[e].resumed(r->ext[e].self, r->train));
   return CX_OK;
 }
 
 /* ---- one step ---- */
 
+/* The batch (full: the loader drops a short last one) and each extension's inputs. */
 static cx_status feed(run *r, const cx_batch *b) {
-  cx_tensor *in = cx_program_tensor(r->train, "input");
-  memcpy(in->data, b->images, cx_tensor_nbytes(in));
-  if (r->soft) {
-    cx_tensor *t = cx_program_tensor(r->train, "targets");
-    memcpy(t->data, b->targets, cx_tensor_nbytes(t));
-  } else {
-    cx_tensor *t = cx_program_tensor(r->train, "labels");
-    if (t) memcpy(t->data, b->labels, cx_tensor_nbytes(t));
-  }
-  return r->o->feed ? r->o->feed(r->o->user, r->train, b) : CX_OK;
+  CX_TRY(cx_program_write(r->train, r->input, b->images));
+  if (r->soft) CX_TRY(cx_program_write(r->train, r->targets, b->targets));
+  else if (r->labels) CX_TRY(cx_program_write(r->train, r->labels, b->labels));
+  for (int e = 0; e < r->n_ext; e++)
+    if (r->ext[e].feed) CX_TRY(r->ext[e].feed(r->ext[e].self, r->train, b));
+  return CX_OK;
 }
 
 /* Forward and backward of one micro-batch; a non-finite loss stops training naming the op. */
 static cx_status micro_step(run *r, const cx_batch *b, double *loss, cx_eval_sums *acc) {
   CX_TRY(feed(r, b));
   CX_TRY(cx_program_forward(r->train));
-  *loss = *(const float *)cx_program_tensor(r->train, "loss")->data;
+  float value;
+  CX_TRY(cx_program_read(r->train, r->loss, &value));
+  *loss = value;
   if (!isfinite(*loss)) {
     char where[600];
     CX_TRY(cx_program_locate_nonfinite(r->train, where, sizeof where));
     return cx_fail(CX_ERR_NUMERIC, "the loss became %g at step %lld: %s", *loss,
                    (long long)r->step + 1, where);
   }
-  const cx_tensor *logits =
-      cx_program_value_tensor(r->train, cx_program_graph(r->train)->outputs[1]);
-  cx_logits_score(logits->data, b->size, r->classes, b->labels, acc);
-  if (r->loss_seed) *(float *)r->loss_seed->data = r->scaler.scale;
+  CX_TRY(cx_program_read(r->train, r->logits, r->logits_host));
+  cx_logits_score(r->logits_host, b->size, r->classes, b->labels, acc);
+  if (r->loss_seed) CX_TRY(cx_program_write(r->train, r->loss_seed, &r->scaler.scale));
   CX_TRY(cx_program_backward(r->train));
   return cx_train_profiler_micro(&r->prof, r->train, r->step + 1);
 }
 
-static double norm2(const cx_tensor *t) {
-  const float *x = t->data;
+/* The L2 norm of a parameter or gradient, read back to the host (the diagnostics, on logged
+ * steps only); NAN when it cannot be read. */
+static double norm2(const run *r, const cx_tensor *t) {
+  if (cx_program_read(r->train, t, r->host_buf) != CX_OK) return cx_error_clear(), NAN;
+  const float *x = r->host_buf;
   double s = 0;
   for (int64_t i = 0; i < cx_tensor_numel(t); i++) s += (double)x[i] * x[i];
   return sqrt(s);
@@ -412,8 +541,8 @@ static void note(run *r, const char *fmt, const char *text) {
 static void diagnose_gradients(run *r, cx_tensor *const *g, double global, cx_train_result *res) {
   for (int i = 0; i < r->n_layers; i++) {
     int k = r->layer_param[i];
-    r->layers[i].grad = norm2(g[k]);
-    r->layers[i].weight = norm2(r->params[k]);
+    r->layers[i].grad = norm2(r, g[k]);
+    r->layers[i].weight = norm2(r, r->params[k]);
   }
   const char *w = cx_diag_gradients(&r->diag, r->step + 1, global, r->layers, r->n_layers);
   if (w) note(r, "warning: %s\n", w), res->warnings++;
@@ -439,10 +568,20 @@ static cx_status unscale_check(run *r, cx_tensor **g, bool *skip) {
                  "\"dynamic\")" : "", where);
 }
 
+/* Extensions after the optimizer (masks re-applied before the average takes the weights). */
+static cx_status after_update(run *r, bool updated) {
+  for (int e = 0; e < r->n_ext; e++)
+    if (r->ext[e].after_update)
+      CX_TRY(r->ext[e].after_update(r->ext[e].self, r->train, r->step + 1, updated));
+  return CX_OK;
+}
+
 static cx_status apply_update(run *r, bool logged, double *grad_norm, float *lr,
                               cx_train_result *res) {
   const cx_train_opts *o = r->o;
   cx_tensor **g = r->grads;
+  for (int e = 0; e < r->n_ext; e++)
+    if (r->ext[e].before_update) CX_TRY(r->ext[e].before_update(r->ext[e].self, r->train));
   if (r->acc) {
     cx_grad_scale(r->acc, r->n_params, 1.0f / (float)o->accum_steps);
     g = r->acc;
@@ -452,7 +591,7 @@ static cx_status apply_update(run *r, bool logged, double *grad_norm, float *lr,
   *lr = cx_schedule_lr(&o->schedule, r->step);
   if (skip) { /* as GradScaler: no update, but the step (and the schedule) moves on */
     *grad_norm = INFINITY;
-    return CX_OK;
+    return after_update(r, false);
   }
   if (logged && o->diagnostics)
     diagnose_gradients(r, g, cx_grad_global_norm(g, r->n_params), res);
@@ -460,7 +599,8 @@ static cx_status apply_update(run *r, bool logged, double *grad_norm, float *lr,
                                 : cx_grad_global_norm(g, r->n_params);
   double t0 = now();
   CX_TRY(cx_optimizer_step(r->opt, g, *lr));
-  if (r->ema) CX_TRY(cx_ema_update(r->ema, r->ck));
+  CX_TRY(after_update(r, true));
+  if (r->ema) CX_TRY(cx_ema_update(r->ema, r->ck.at));
   return cx_train_profiler_host(&r->prof, CX_TRAIN_PROFILE_OPTIMIZER, t0, now() - t0, r->step + 1);
 }
 
@@ -477,6 +617,7 @@ static cx_status train_step(run *r, bool logged, double *gnorm, float *lr, cx_tr
     if (r->step == r->start_step && m == 0) CX_TRY(cx_check_model_input(
         cx_program_graph(r->train), &b, o->train_path));
     double loss;
+    r->last_micro = m == o->accum_steps - 1;
     CX_TRY(micro_step(r, &b, &loss, &acc));
     if (r->acc) CX_TRY(cx_grad_accumulate(r->acc, r->grads, r->n_params, m == 0));
     loss_sum += loss / o->accum_steps;
@@ -551,7 +692,8 @@ static void log_step(run *r, double gnorm, float lr, cx_train_result *res) {
                           .loss_scale = r->loss_seed ? r->scaler.scale : 0,
                           .skipped_steps = r->scaler.skipped};
   progress(r, &s);
-  if (o->on_step) o->on_step(o->user, &s);
+  for (int e = 0; e < r->n_ext; e++)
+    if (r->ext[e].on_step) r->ext[e].on_step(r->ext[e].self, &s);
   if (o->diagnostics) {
     const char *w = cx_diag_loss(&r->diag, r->step, s.loss);
     if (w) note(r, "warning: %s\n", w), res->warnings++;
@@ -574,8 +716,7 @@ static cx_status store_model(run *r, void *model) { return cx_program_store(r->t
 static cx_status evaluate_epoch(run *r, const cx_graph *model, cx_train_result *res) {
   const cx_train_opts *o = r->o;
   if (!r->eval) {
-    cx_compile_opts co = {.batch = r->micro, .backend = cx_backend_cpu(),
-                          .precision = o->precision};
+    cx_compile_opts co = {.batch = r->micro, .backend = o->backend, .precision = o->precision};
     CX_TRY(cx_program_compile(model, &co, &r->eval));
   }
   CX_TRY(with_ema(r, copy_to_eval, NULL));
@@ -587,7 +728,8 @@ static cx_status evaluate_epoch(run *r, const cx_graph *model, cx_train_result *
              (long long)res->val.n);
     note(r, "%s\n", line);
   }
-  if (o->on_epoch) o->on_epoch(o->user, r->epoch, r->step, &res->val);
+  for (int e = 0; e < r->n_ext; e++)
+    if (r->ext[e].on_epoch) r->ext[e].on_epoch(r->ext[e].self, r->epoch, r->step, &res->val);
   return CX_OK;
 }
 
@@ -695,7 +837,8 @@ cx_status cx_train(cx_graph *model, const cx_train_opts *given, cx_train_result 
   memset(res, 0, sizeof *res);
   CX_TRY(check_opts(&o));
   if (o.threads > 0) omp_set_num_threads(o.threads);
-  run r = {.o = &o, .log = o.log, .micro = o.batch_size / o.accum_steps};
+  run r = {.o = &o, .log = o.log, .micro = o.batch_size / o.accum_steps,
+           .ext = o.extensions, .n_ext = o.n_extensions};
   cx_status s = open_loader(&r, &o);
   r.diag.classes = r.classes;
   if (s == CX_OK) s = open_program(&r, model);

@@ -10,6 +10,7 @@
 struct cx_program;
 #include "../data/data.h"
 #include "ema.h"
+#include "extension.h"
 #include "loss_scale.h"
 #include "optim.h"
 #include "schedule.h"
@@ -86,15 +87,13 @@ typedef struct cx_train_opts {
   int64_t profile_after, profile_steps;
   const char *profile_trace, *profile_json;
   int profile_top;                     /* rows of the per-node table; 0: all */
-  /* Stages that train with another loss (distillation) build the training graph themselves —
-   * it must take "input", have a scalar output "loss" first and the logits second — and feed
-   * their extra inputs before each micro-batch's forward pass. NULL: cx_train_graph, no feed. */
-  cx_status (*build_graph)(void *user, const cx_graph *model, cx_graph **out);
-  cx_status (*feed)(void *user, struct cx_program *train, const cx_batch *b);
-  /* Called at every logged step (metrics writers), and after each evaluation; may be NULL. */
-  void (*on_step)(void *user, const cx_train_step_info *s);
-  void (*on_epoch)(void *user, int64_t epoch, int64_t step, const cx_eval_result *val);
-  void *user;
+  /* Where the programs run (every parameter, gradient and optimizer state lives there); the
+   * caller chooses it, train/ never names one. Required. */
+  const cx_backend *backend;
+  /* Extensions of the training loop, called in this order at each point they fill (KD, pruning,
+   * quantization, data parallelism, metrics writers: train/extension.h). */
+  const cx_train_ext *extensions;
+  int n_extensions;
 } cx_train_opts;
 
 typedef struct cx_train_result {
@@ -139,7 +138,7 @@ struct cx_program;
 cx_status cx_evaluate_program(struct cx_program *p, const char *path, const char *part,
                               const cx_augment *pre, cx_eval_result *r);
 /* Top-1/top-5 and mean cross-entropy of the model on a data set part. */
-cx_status cx_evaluate(const cx_graph *model, const char *path, const char *part,
-                      const cx_augment *pre, int64_t batch, cx_eval_result *r);
+cx_status cx_evaluate(const cx_graph *model, const cx_backend *backend, const char *path,
+                      const char *part, const cx_augment *pre, int64_t batch, cx_eval_result *r);
 
 #endif

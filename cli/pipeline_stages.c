@@ -1,0 +1,40 @@
+/* The pipeline's stage records, in run order (cli/pipeline.h: cx_stage_def). Each stage takes
+ * the model of the first present stage in its `inputs`, so any may be left out:
+ * teacher -> scratch, teacher -> distill -> prune -> quantize. */
+#include <string.h>
+
+#include "pipeline.h"
+
+static const char *const from_teacher[] = {"teacher", NULL};
+static const char *const from_student[] = {"distill", "scratch", NULL};
+static const char *const from_compressed[] = {"prune", "distill", "scratch", NULL};
+
+const cx_stage_def cx_stage_defs[CX_STAGE_COUNT] = {
+    {.name = "teacher", .output = "teacher.onnx", .model = "teacher",
+     .read = cx_pipeline_read_teacher},
+    {.name = "scratch", .output = "student_scratch.onnx", .model = "student (scratch)",
+     .read = cx_pipeline_read_scratch},
+    {.name = "distill", .output = "student.onnx", .model = "student (distilled)",
+     .inputs = from_teacher, .read = cx_pipeline_read_distill, .salt = cx_pipeline_distill_salt,
+     .begin = cx_pipeline_distill_begin, .end = cx_pipeline_distill_end},
+    {.name = "prune", .output = "student_pruned.onnx", .model = "student (pruned)",
+     .inputs = from_student, .read = cx_pipeline_read_unimplemented},
+    {.name = "quantize", .output = "student_int8.onnx", .model = "student (INT8)",
+     .inputs = from_compressed, .read = cx_pipeline_read_unimplemented},
+};
+
+cx_status cx_stage_run_add(cx_stage_run *r, const cx_train_ext *e) {
+  int max = (int)(sizeof r->ext / sizeof *r->ext);
+  if (r->n_ext == max)
+    return cx_fail(CX_ERR_ARG, "%s: more than %d trainer extensions", r->s->name, max);
+  r->ext[r->n_ext++] = *e;
+  r->opts->extensions = r->ext;
+  r->opts->n_extensions = r->n_ext;
+  return CX_OK;
+}
+
+int cx_pipeline_stage_find(const char *name) {
+  for (int i = 0; i < CX_STAGE_COUNT; i++)
+    if (!strcmp(cx_stage_defs[i].name, name)) return i;
+  return -1;
+}
