@@ -25,40 +25,10 @@
 #include "../models/zoo.h"
 #include "../train/trainer.h"
 #include "check.h"
+#include "fmnist.h"
 
-#define FMNIST "/usr/share/datasets/fashion-mnist"
 
 /* ---- data ---- */
-
-static cx_status import_fashion(const char *dir, char *train, char *test) {
-  cx_import_opts io = {.seed = 1};
-  sprintf(train, "%s/train.h5", dir);
-  sprintf(test, "%s/test.h5", dir);
-  CX_TRY(cx_import_idx(FMNIST "/train-images-idx3-ubyte.gz", FMNIST "/train-labels-idx1-ubyte.gz",
-                       train, &io));
-  return cx_import_idx(FMNIST "/t10k-images-idx3-ubyte.gz", FMNIST "/t10k-labels-idx1-ubyte.gz",
-                       test, &io);
-}
-
-/* Images [start, start + count) of src as a data set of their own. */
-static cx_status subset(const char *src, const char *dst, int64_t start, int64_t count) {
-  cx_dataset *d = NULL;
-  CX_TRY(cx_dataset_open(src, NULL, &d));
-  const cx_dataset_info *in = cx_dataset_get_info(d);
-  cx_dataset_meta m = {.h = in->h, .w = in->w, .c = in->c, .num_classes = in->num_classes,
-                       .source = "test subset"};
-  size_t bytes = (size_t)(count * in->h * in->w * in->c);
-  uint8_t *img = malloc(bytes);
-  cx_dataset_writer *w = NULL;
-  cx_status s = img ? cx_dataset_read(d, start, count, img) : CX_ERR_NOMEM;
-  if (s == CX_OK) s = cx_dataset_writer_create(dst, &m, &w);
-  if (s == CX_OK) s = cx_dataset_writer_append(w, NULL, img, cx_dataset_labels(d) + start, count);
-  if (s == CX_OK) s = cx_dataset_writer_finish(w);
-  else if (w) cx_dataset_writer_abort(w);
-  free(img);
-  cx_dataset_close(d);
-  return s;
-}
 
 /* ---- models ---- */
 
@@ -341,7 +311,7 @@ static int bench_report(const paths *p) {
 /* Each configuration twice, interleaved, the faster kept: the machine is shared. */
 static int bench(const paths *p) {
   cx_graph *teacher = NULL;
-  if (subset(p->train, p->stud, 0, 128 * 24) != CX_OK ||
+  if (fmnist_subset(p->train, p->stud, 0, 128 * 24) != CX_OK ||
       cx_model_build("resnet20:classes=10,input=1x28x28", &teacher, NULL) != CX_OK) {
     printf("FAIL %s\n", cx_last_error());
     return 1;
@@ -380,15 +350,15 @@ int main(int argc, char **argv) {
   sprintf(p.stud, "%s/student.h5", p.dir);
   sprintf(p.val, "%s/val.h5", p.dir);
   sprintf(p.cache, "%s/cache", p.dir);
-  cx_status s = import_fashion(p.dir, p.train, p.test);
+  cx_status s = fmnist_import(p.dir, p.train, p.test);
   if (s == CX_OK && argc > 1 && strcmp(argv[1], "--bench") == 0) {
     fails += bench(&p);
   } else if (s == CX_OK && argc > 1 && strcmp(argv[1], "--latency") == 0) {
     fails += bench_report(&p);
   } else {
-    if (s == CX_OK) s = subset(p.train, p.teach, 0, 10000);
-    if (s == CX_OK) s = subset(p.train, p.stud, 0, 3000);
-    if (s == CX_OK) s = subset(p.test, p.val, 0, 5000);
+    if (s == CX_OK) s = fmnist_subset(p.train, p.teach, 0, 10000);
+    if (s == CX_OK) s = fmnist_subset(p.train, p.stud, 0, 3000);
+    if (s == CX_OK) s = fmnist_subset(p.test, p.val, 0, 5000);
     if (s == CX_OK) {
       test_refusals(&p);
       test_distillation(&p);
