@@ -42,6 +42,11 @@ struct cx_program {
 
 static size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
+/* Every allocation of compile is checked; what was allocated is freed by cx_program_free. */
+static cx_status nomem(const char *what) {
+  return cx_fail(CX_ERR_NOMEM, "compile: out of memory (%s)", what);
+}
+
 static size_t value_bytes(const cx_value *v) {
   return (size_t)cx_shape_numel(&v->shape) * cx_dtype_size(v->dtype);
 }
@@ -51,6 +56,12 @@ static cx_status schedule(cx_graph *g) {
   int n = g->n_nodes;
   bool *done = calloc((size_t)n + 1, 1), *ready = calloc((size_t)g->n_values + 1, 1);
   cx_node *sorted = malloc(sizeof(cx_node) * ((size_t)n + 1));
+  if (!done || !ready || !sorted) {
+    free(done);
+    free(ready);
+    free(sorted);
+    return nomem("schedule");
+  }
   for (int v = 0; v < g->n_values; v++) ready[v] = g->values[v].producer < 0;
   int placed = 0;
   while (placed < n) {
@@ -86,7 +97,9 @@ static cx_status use_train_ops(cx_graph *g) {
                            n->op->train_op, n->op->name);
     int want = t->min_out;
     if (n->n_out < want) {
-      n->out = realloc(n->out, sizeof(int) * (size_t)want);
+      int *out = realloc(n->out, sizeof(int) * (size_t)want);
+      if (!out) return nomem("training form outputs");
+      n->out = out;
       for (int k = n->n_out; k < want; k++) {
         char base[600];
         snprintf(base, sizeof base, "%s:saved%d", n->name, k);
@@ -177,6 +190,11 @@ static cx_status build_backward(cx_program *p, const char *loss) {
   int *sv = malloc(sizeof(int) * ((size_t)g->n_outputs + 1));
   int *sg = malloc(sizeof(int) * ((size_t)g->n_outputs + 1));
   char name[600];
+  if (!sv || !sg) {
+    free(sv);
+    free(sg);
+    return nomem("gradient seeds");
+  }
   if (loss) {
     int l = cx_graph_find_value(g, loss);
     if (l < 0) {
@@ -195,11 +213,14 @@ static cx_status build_backward(cx_program *p, const char *loss) {
     }
   }
   int *pg = malloc(sizeof(int) * ((size_t)g->n_values + 1));
-  cx_status s = cx_graph_status(g);
+  cx_status s = pg ? cx_graph_status(g) : nomem("parameter gradients");
   if (s == CX_OK) s = cx_autodiff(g, p->n_fwd, sv, sg, n_seeds, pg);
   if (s == CX_OK) {
     p->param_value = malloc(sizeof(int) * ((size_t)n_values0 + 1));
     p->grad_value = malloc(sizeof(int) * ((size_t)n_values0 + 1));
+    if (!p->param_value || !p->grad_value) s = nomem("parameter table");
+  }
+  if (s == CX_OK) {
     for (int v = 0; v < n_values0 && s == CX_OK; v++) {
       if (g->values[v].kind != CX_VALUE_PARAM) continue;
       if (pg[v] < 0) { /* nothing reaches it (an unused initializer): its gradient is zero */
@@ -225,6 +246,7 @@ static cx_status find_kernels(cx_program *p) {
   int n_missing = 0;
   p->kernel = calloc((size_t)g->n_nodes + 1, sizeof *p->kernel);
   p->state = calloc((size_t)g->n_nodes + 1, sizeof *p->state);
+  if (!p->kernel || !p->state) return nomem("kernel table");
   for (int i = 0; i < g->n_nodes; i++) {
     p->kernel[i] = p->be->find_kernel(p->be, &g->nodes[i], p->node_in[i], g->nodes[i].n_in);
     if (p->kernel[i]) continue;
@@ -271,6 +293,12 @@ static cx_status place_values(cx_program *p) {
   int nv = g->n_values;
   size_t *off = calloc((size_t)nv + 1, sizeof(size_t));
   cx_plan_request *req = calloc((size_t)nv + 1, sizeof *req);
+  p->t = calloc((size_t)nv + 1, sizeof(cx_tensor));
+  if (!off || !req || !p->t) {
+    free(off);
+    free(req);
+    return nomem("memory plan");
+  }
   size_t persist = 0;
   for (int v = 0; v < nv; v++)
     if (is_persistent(p, v)) {
@@ -279,6 +307,11 @@ static cx_status place_values(cx_program *p) {
     }
   int n_req = arena_requests(p, req);
   p->bufs = calloc((size_t)n_req + 1, sizeof *p->bufs);
+  if (!p->bufs) {
+    free(off);
+    free(req);
+    return nomem("buffer table");
+  }
   p->n_bufs = n_req;
   size_t arena = cx_plan_place(req, n_req, ALIGN);
   for (int b = 0; b < n_req; b++) {
@@ -293,8 +326,7 @@ static cx_status place_values(cx_program *p) {
   p->mem.n_buffers = n_req;
   p->arena = p->be->alloc(arena ? arena : ALIGN);
   p->persist = p->be->alloc(persist ? persist : ALIGN);
-  p->t = calloc((size_t)nv + 1, sizeof(cx_tensor));
-  cx_status s = p->arena && p->persist && p->t ? CX_OK
+  cx_status s = p->arena && p->persist ? CX_OK
                 : cx_fail(CX_ERR_NOMEM, "cannot allocate %zu + %zu bytes", arena, persist);
   for (int b = 0; b < n_req; b++) off[req[b].value] = req[b].offset;
   for (int v = 0; v < nv && s == CX_OK; v++) {
@@ -335,28 +367,31 @@ static void fill_node_tensors(cx_program *p) {
   }
 }
 
-static void bind_node_tensors(cx_program *p) {
+static cx_status bind_node_tensors(cx_program *p) {
   cx_graph *g = p->g;
   p->node_in = calloc((size_t)g->n_nodes + 1, sizeof *p->node_in);
-  for (int i = 0; i < g->n_nodes; i++)
+  if (!p->node_in) return nomem("node tensors");
+  for (int i = 0; i < g->n_nodes; i++) {
     p->node_in[i] = calloc((size_t)(g->nodes[i].n_in + g->nodes[i].n_out) + 1, sizeof(cx_tensor));
+    if (!p->node_in[i]) return nomem("node tensors");
+  }
   fill_node_tensors(p);
+  return CX_OK;
 }
 
 /* Channels-last activations where every kernel touching them accepts it (core/layout.h); graph
  * outputs and persistent values stay plain, so callers only ever see plain tensors. */
-static void choose_layouts(cx_program *p) {
+static cx_status choose_layouts(cx_program *p) {
   const cx_graph *g = p->g;
+  if (!cx_layout_enabled()) return CX_OK;
   bool *pinned = calloc((size_t)g->n_values + 1, sizeof(bool));
-  if (!pinned || !cx_layout_enabled()) {
-    free(pinned);
-    return;
-  }
+  if (!pinned) return nomem("layouts");
   for (int v = 0; v < g->n_values; v++) pinned[v] = is_persistent(p, v);
   for (int k = 0; k < g->n_outputs; k++) pinned[g->outputs[k]] = true;
   p->n_channels_last = cx_layout_assign(g, p->kernel, pinned, p->t);
   free(pinned);
   if (p->n_channels_last) fill_node_tensors(p);
+  return CX_OK;
 }
 
 /* Gradient checkpointing: plans the arena as it would be without (for the report), then clones
@@ -371,18 +406,20 @@ static cx_status recompute_segments(cx_program *p, const cx_compile_opts *o) {
 }
 
 /* Recomputed clones draw random numbers with their forward node's key. */
-static void find_key_nodes(cx_program *p) {
+static cx_status find_key_nodes(cx_program *p) {
   const cx_graph *g = p->g;
   for (int i = p->n_fwd; i < g->n_nodes; i++) {
     const char *of = cx_node_string(&g->nodes[i], CX_RECOMPUTE_OF, NULL);
     if (!of) continue;
     if (!p->key_node) {
       p->key_node = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+      if (!p->key_node) return nomem("random keys");
       for (int j = 0; j < g->n_nodes; j++) p->key_node[j] = j;
     }
     for (int j = 0; j < p->n_fwd; j++)
       if (!strcmp(g->nodes[j].name, of)) p->key_node[i] = j;
   }
+  return CX_OK;
 }
 
 static cx_status prepare_kernels(cx_program *p) {
@@ -404,12 +441,14 @@ static cx_status prepare_kernels(cx_program *p) {
   return p->scratch ? CX_OK : cx_fail(CX_ERR_NOMEM, "cannot allocate %zu scratch bytes", scratch);
 }
 
-static void find_grad_ready(cx_program *p) {
+static cx_status find_grad_ready(cx_program *p) {
   p->grad_ready_at = malloc(sizeof(int) * ((size_t)p->n_params + 1));
+  if (!p->grad_ready_at) return nomem("gradient-ready table");
   for (int k = 0; k < p->n_params; k++) {
     int v = p->grad_value[k];
     p->grad_ready_at[k] = v >= 0 ? p->g->values[v].producer : -1; /* -1: a zero constant */
   }
+  return CX_OK;
 }
 
 static cx_status compile(cx_program *p, const cx_compile_opts *o) {
@@ -427,6 +466,7 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
   } else {
     p->param_value = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     p->grad_value = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    if (!p->param_value || !p->grad_value) return nomem("parameter table");
     for (int v = 0; v < g->n_values; v++)
       if (g->values[v].kind == CX_VALUE_PARAM) {
         p->param_value[p->n_params] = v;
@@ -434,13 +474,12 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
       }
   }
   CX_TRY(place_values(p));
-  bind_node_tensors(p);
-  find_key_nodes(p);
+  CX_TRY(bind_node_tensors(p));
+  CX_TRY(find_key_nodes(p));
   CX_TRY(find_kernels(p));
-  choose_layouts(p);
+  CX_TRY(choose_layouts(p));
   CX_TRY(prepare_kernels(p));
-  find_grad_ready(p);
-  return CX_OK;
+  return find_grad_ready(p);
 }
 
 cx_status cx_program_compile(const cx_graph *g, const cx_compile_opts *o, cx_program **out) {
@@ -453,6 +492,7 @@ cx_status cx_program_compile(const cx_graph *g, const cx_compile_opts *o, cx_pro
     CX_TRY(o->backend->check_precision(o->backend, o->precision));
   CX_TRY(cx_graph_validate(g));
   cx_program *p = calloc(1, sizeof *p);
+  if (!p) return nomem("program");
   p->g = cx_graph_clone(g);
   p->be = o->backend;
   p->training = o->training;
@@ -470,7 +510,7 @@ cx_status cx_program_compile(const cx_graph *g, const cx_compile_opts *o, cx_pro
 void cx_program_free(cx_program *p) {
   if (!p) return;
   for (int i = 0; p->g && i < p->g->n_nodes; i++) {
-    if (p->kernel && p->kernel[i] && p->kernel[i]->release && p->state[i])
+    if (p->kernel && p->state && p->kernel[i] && p->kernel[i]->release && p->state[i])
       p->kernel[i]->release(p->state[i]);
     if (p->node_in) free(p->node_in[i]);
   }
