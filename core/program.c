@@ -8,6 +8,7 @@
 
 #include "autodiff.h"
 #include "fuse.h"
+#include "graph_shapes.h"
 #include "layout.h"
 #include "op.h"
 #include "plan.h"
@@ -54,37 +55,18 @@ static size_t value_bytes(const cx_value *v) {
 /* Reorders nodes topologically, keeping the given order where it is already valid. */
 static cx_status schedule(cx_graph *g) {
   int n = g->n_nodes;
-  bool *done = calloc((size_t)n + 1, 1), *ready = calloc((size_t)g->n_values + 1, 1);
+  int *order = malloc(sizeof(int) * ((size_t)n + 1));
   cx_node *sorted = malloc(sizeof(cx_node) * ((size_t)n + 1));
-  if (!done || !ready || !sorted) {
-    free(done);
-    free(ready);
-    free(sorted);
-    return nomem("schedule");
+  cx_status s = order && sorted ? cx_graph_topo_order(g, order) : nomem("schedule");
+  if (s == CX_OK) {
+    for (int i = 0; i < n; i++) sorted[i] = g->nodes[order[i]];
+    memcpy(g->nodes, sorted, sizeof(cx_node) * (size_t)n);
+    for (int i = 0; i < n; i++)
+      for (int k = 0; k < g->nodes[i].n_out; k++) g->values[g->nodes[i].out[k]].producer = i;
   }
-  for (int v = 0; v < g->n_values; v++) ready[v] = g->values[v].producer < 0;
-  int placed = 0;
-  while (placed < n) {
-    int pick = -1;
-    for (int i = 0; i < n && pick < 0; i++) {
-      if (done[i]) continue;
-      bool ok = true;
-      for (int k = 0; k < g->nodes[i].n_in && ok; k++)
-        ok = g->nodes[i].in[k] < 0 || ready[g->nodes[i].in[k]];
-      if (ok) pick = i;
-    }
-    if (pick < 0) break; /* validated earlier: cannot happen */
-    done[pick] = true;
-    sorted[placed++] = g->nodes[pick];
-    for (int k = 0; k < g->nodes[pick].n_out; k++) ready[g->nodes[pick].out[k]] = true;
-  }
-  memcpy(g->nodes, sorted, sizeof(cx_node) * (size_t)placed);
-  for (int i = 0; i < placed; i++)
-    for (int k = 0; k < g->nodes[i].n_out; k++) g->values[g->nodes[i].out[k]].producer = i;
-  free(done);
-  free(ready);
+  free(order);
   free(sorted);
-  return placed == n ? CX_OK : cx_fail(CX_ERR_FORMAT, "the graph has a cycle");
+  return s;
 }
 
 /* Training programs use each op's training form (batch statistics, dropout masks). */
@@ -118,59 +100,27 @@ static cx_status use_train_ops(cx_graph *g) {
   return CX_OK;
 }
 
-static cx_status infer_node(cx_graph *g, int i) {
-  cx_node *n = &g->nodes[i];
-  cx_shape in_shape[64], out_shape[16];
-  cx_dtype in_dtype[64], out_dtype[16];
-  const void *in_data[64];
-  if (n->n_in > 64 || n->n_out > 16)
-    return cx_fail(CX_ERR_UNSUPPORTED, "node '%s' has too many inputs or outputs", n->name);
-  for (int k = 0; k < n->n_in; k++) {
-    const cx_value *v = n->in[k] >= 0 ? &g->values[n->in[k]] : NULL;
-    in_shape[k] = v ? v->shape : (cx_shape){.ndim = 0};
-    in_dtype[k] = v ? v->dtype : CX_F32;
-    in_data[k] = v && v->kind == CX_VALUE_CONST ? v->init : NULL;
+/* The one shape inference (core/graph_shapes.h), into the compiled graph's values: from == 0, the
+ * whole (forward) graph for the batch size, whose inputs then hold it; otherwise the nodes from
+ * `from` on (the backward pass, appended to an inferred forward one). */
+static cx_status infer_values(cx_graph *g, int64_t batch, int from) {
+  cx_shape *shape = malloc(sizeof(cx_shape) * ((size_t)g->n_values + 1));
+  cx_dtype *dtype = malloc(sizeof(cx_dtype) * ((size_t)g->n_values + 1));
+  cx_status s = shape && dtype ? CX_OK : nomem("shapes");
+  for (int v = 0; s == CX_OK && v < g->n_values; v++) {
+    shape[v] = g->values[v].shape;
+    dtype[v] = g->values[v].dtype;
   }
-  for (int k = 0; k < n->n_out; k++) {
-    out_shape[k] = (cx_shape){.ndim = 0};
-    out_dtype[k] = CX_F32;
+  if (s == CX_OK && from == 0) s = cx_graph_infer_shapes(g, batch, shape, dtype);
+  for (int i = from; s == CX_OK && from > 0 && i < g->n_nodes; i++)
+    s = cx_graph_infer_node(g, i, shape, dtype);
+  for (int v = 0; s == CX_OK && v < g->n_values; v++) {
+    g->values[v].shape = shape[v];
+    g->values[v].dtype = dtype[v];
   }
-  cx_infer_ctx ctx = {.node = n, .in_shape = in_shape, .in_dtype = in_dtype, .in_data = in_data,
-                      .out_shape = out_shape, .out_dtype = out_dtype};
-  cx_status s = n->op->infer(&ctx);
-  if (s != CX_OK) {
-    if (!strstr(cx_last_error(), n->name)) cx_error_prefix("node '%s' (%s)", n->name, n->op->name);
-    return s;
-  }
-  for (int k = 0; k < n->n_out; k++) {
-    for (int d = 0; d < out_shape[k].ndim; d++)
-      if (out_shape[k].d[d] < 0 || out_shape[k].d[d] > ((int64_t)1 << 40))
-        return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): output %d gets dimension %lld", n->name,
-                       n->op->name, k, (long long)out_shape[k].d[d]);
-    g->values[n->out[k]].shape = out_shape[k];
-    g->values[n->out[k]].dtype = out_dtype[k];
-  }
-  return CX_OK;
-}
-
-static cx_status infer_range(cx_graph *g, int from, int to) {
-  for (int i = from; i < to; i++) CX_TRY(infer_node(g, i));
-  return CX_OK;
-}
-
-static cx_status set_batch(cx_graph *g, int64_t batch) {
-  for (int v = 0; v < g->n_values; v++) {
-    cx_value *x = &g->values[v];
-    if (x->kind != CX_VALUE_INPUT) continue;
-    for (int d = 0; d < x->shape.ndim; d++)
-      if (x->shape.d[d] < 0) {
-        if (batch <= 0)
-          return cx_fail(CX_ERR_ARG, "input '%s' has a symbolic dimension; give a batch size",
-                         x->name);
-        x->shape.d[d] = batch;
-      }
-  }
-  return CX_OK;
+  free(shape);
+  free(dtype);
+  return s;
 }
 
 static int add_seed(cx_graph *g, const char *name, const cx_value *like, cx_value_kind kind) {
@@ -456,12 +406,11 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
   CX_TRY(schedule(g));
   if (o->training) CX_TRY(use_train_ops(g));
   if (o->training) CX_TRY(cx_fuse_training(g));
-  CX_TRY(set_batch(g, o->batch));
   p->n_fwd = g->n_nodes;
-  CX_TRY(infer_range(g, 0, p->n_fwd));
+  CX_TRY(infer_values(g, o->batch, 0));
   if (o->training) {
     CX_TRY(build_backward(p, o->loss));
-    CX_TRY(infer_range(g, p->n_fwd, g->n_nodes));
+    CX_TRY(infer_values(g, o->batch, p->n_fwd));
     if (o->n_checkpoint_segments > 0) CX_TRY(recompute_segments(p, o));
   } else {
     p->param_value = malloc(sizeof(int) * ((size_t)g->n_values + 1));

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../core/file_replace.h"
+#include "../core/graph_shapes.h"
 #include "export_internal.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -38,11 +39,12 @@ static cx_status alloc_state(cx_exporter *ex) {
 
 static cx_status analyse(cx_exporter *ex) {
   const cx_graph *g = ex->g;
-  CX_TRY(cx_ex_topo_order(g, ex->order));
-  CX_TRY(cx_ex_infer(g, ex->order, 1, ex->shape[0], ex->dtype));
-  CX_TRY(cx_ex_infer(g, ex->order, 2, ex->shape[1], ex->dtype));
+  /* shapes for batch 1 and 2 (core/graph_shapes.h): which dimensions follow the batch */
+  CX_TRY(cx_graph_topo_order(g, ex->order));
+  CX_TRY(cx_graph_infer_shapes(g, 1, ex->shape[0], ex->dtype));
+  CX_TRY(cx_graph_infer_shapes(g, 2, ex->shape[1], ex->dtype));
   for (int v = 0; v < g->n_values; v++)
-    cx_ex_symbolic(&ex->shape[0][v], &ex->shape[1][v], &ex->sym[v]);
+    cx_shape_symbolic(&ex->shape[0][v], &ex->shape[1][v], &ex->sym[v]);
   return CX_OK;
 }
 
