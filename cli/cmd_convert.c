@@ -1,9 +1,8 @@
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "../core/file_replace.h"
 #include "../core/op.h"
 #include "../export/onnx_export.h"
 #include "../import/onnx.h"
@@ -46,21 +45,23 @@ static cx_status convert(const convert_opts *o, convert_result *r) {
   CX_TRY(cx_cli_load_model(o->in, &g, &r->in_info));
   r->in_nodes = g->n_nodes;
   r->bn_before = count_op(g, "BatchNormalization");
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.check.%ld.onnx", o->out, (long)getpid());
-  cx_status s = write_model(o, g, &r->in_info, tmp);
+  char *tmp = cx_file_tmp_name(o->out);
+  cx_status s = tmp ? write_model(o, g, &r->in_info, tmp)
+                    : cx_fail(CX_ERR_NOMEM, "%s: out of memory", o->out);
   cx_graph_free(g);
-  if (s != CX_OK) return s;
-  s = cx_onnx_import(tmp, &back, &r->out_info);
   if (s == CX_OK) {
-    r->out_nodes = back->n_nodes;
-    r->bn_after = count_op(back, "BatchNormalization");
-    cx_graph_free(back);
-    if (rename(tmp, o->out) != 0)
-      s = cx_fail(CX_ERR_IO, "%s: cannot write: %s", o->out, strerror(errno));
-  } else
-    cx_error_prefix("the written model does not load again");
-  if (s != CX_OK) remove(tmp);
+    s = cx_onnx_import(tmp, &back, &r->out_info);
+    if (s == CX_OK) {
+      r->out_nodes = back->n_nodes;
+      r->bn_after = count_op(back, "BatchNormalization");
+      cx_graph_free(back);
+      s = cx_file_put_in_place(tmp, o->out);
+    } else {
+      cx_error_prefix("the written model does not load again");
+      remove(tmp);
+    }
+  }
+  free(tmp);
   return s;
 }
 

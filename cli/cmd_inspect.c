@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "../core/op.h"
-#include "../export/graph_shapes.h"
+#include "../core/graph_shapes.h"
 #include "../import/onnx.h"
 #include "commands.h"
 #include "onnx_common.h"

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/file_replace.h"
 #include "../data/data.h"
 #include "../export/onnx_export.h"
 #include "../import/onnx.h"
@@ -54,26 +55,30 @@ static cx_status prepare_out(const train_args *a, const char *out, char *resume,
 /* A copy of the config beside the outputs, written under a temporary name and renamed. Its
  * first line says where relative paths in it point (comments do not change the config hash). */
 static cx_status copy_config(const char *config, const char *out) {
-  char path[PATH_MAX_], tmp[PATH_MAX_ + 32], abs[PATH_MAX_], cwd[PATH_MAX_ - 200] = "";
+  char path[PATH_MAX_], abs[PATH_MAX_], cwd[PATH_MAX_ - 200] = "";
   if (config[0] != '/' && !getcwd(cwd, sizeof cwd)) cwd[0] = 0;
   snprintf(abs, sizeof abs, "%s%s%s", cwd, *cwd ? "/" : "", config);
   snprintf(path, sizeof path, "%s/config.toml", out);
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  FILE *in = fopen(config, "rb"), *o = in ? fopen(tmp, "wb") : NULL;
+  FILE *in = fopen(config, "rb");
+  if (!in) return cx_fail(CX_ERR_IO, "%s: cannot read: %s", config, strerror(errno));
+  cx_file_out o;
+  cx_status s = cx_file_out_open(path, &o);
+  if (s != CX_OK) {
+    fclose(in);
+    return s;
+  }
+  fprintf(o.f, "# copied by compress train from %s; relative paths below are relative to that "
+          "file's folder\n", abs);
   char buf[8192];
   size_t n;
-  bool ok = in && o;
-  if (ok)
-    ok = fprintf(o, "# copied by compress train from %s; relative paths below are relative to "
-                 "that file's folder\n", abs) > 0;
-  while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, n, o) == n;
-  ok = ok && !ferror(in);
-  if (in) fclose(in);
-  if (o && fclose(o) != 0) ok = false;
-  if (ok && rename(tmp, path) == 0) return CX_OK;
-  int e = errno;
-  remove(tmp);
-  return cx_fail(CX_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0 && fwrite(buf, 1, n, o.f) == n) {}
+  bool read_failed = ferror(in) != 0;
+  fclose(in);
+  if (read_failed) {
+    cx_file_out_abort(&o);
+    return cx_fail(CX_ERR_IO, "%s: cannot read", config);
+  }
+  return cx_file_out_commit(&o);
 }
 
 /* ---- reporting ---- */

@@ -7,7 +7,7 @@
 
 #include "../core/op.h"
 #include "../core/status.h"
-#include "../export/graph_shapes.h"
+#include "../core/graph_shapes.h"
 #include "../models/zoo.h"
 
 int cx_cli_fail(const cx_command *c) {

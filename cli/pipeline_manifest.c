@@ -2,13 +2,12 @@
  * with what results, so that a re-run that skips them still reports them) and which are under
  * way. The first line is the hash; the others "key value", read back by name, so that a file
  * written by another version with more or fewer keys still reads. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "../core/file_replace.h"
 #include "../train/metrics.h"
 #include "pipeline.h"
 
@@ -90,17 +89,11 @@ bool cx_pipeline_manifest_read(const char *out, const char *stage, const char *w
 
 cx_status cx_pipeline_manifest_write(const char *out, const char *stage, const char *what,
                                      const char *hash, const cx_stage_result *r) {
-  char path[CX_CLI_PATH_MAX], tmp[CX_CLI_PATH_MAX + 32];
+  char path[CX_CLI_PATH_MAX];
   cx_pipeline_manifest_path(out, stage, what, path, sizeof path);
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
-  if (!f) return cx_fail(CX_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-  fprintf(f, "%s\n", hash);
-  if (r) write_fields(f, r);
-  bool ok = !ferror(f);
-  ok = fclose(f) == 0 && ok;
-  if (ok && rename(tmp, path) == 0) return CX_OK;
-  cx_status s = cx_fail(CX_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-  unlink(tmp);
-  return s;
+  cx_file_out o;
+  CX_TRY(cx_file_out_open(path, &o));
+  fprintf(o.f, "%s\n", hash);
+  if (r) write_fields(o.f, r);
+  return cx_file_out_commit(&o);
 }

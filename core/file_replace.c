@@ -5,31 +5,15 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static cx_status write_synced(const char *path, const char *tmp, const uint8_t *bytes,
-                              size_t size) {
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-  if (fd < 0)
-    return cx_fail(CX_ERR_IO, "%s: cannot create the temporary file %s: %s", path, tmp,
-                   strerror(errno));
-  size_t done = 0;
-  while (done < size) {
-    ssize_t w = write(fd, bytes + done, size - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) break;
-    done += (size_t)w;
-  }
-  int e = errno;
-  bool ok = done == size && (fsync(fd) == 0 || (e = errno, false));
-  if (close(fd) != 0 && ok) ok = false, e = errno;
-  if (!ok)
-    return cx_fail(CX_ERR_IO, "%s: cannot write the temporary file %s: %s", path, tmp,
-                   strerror(e));
-  return CX_OK;
+char *cx_file_tmp_name(const char *path) {
+  size_t tl = strlen(path) + 32;
+  char *tmp = malloc(tl);
+  if (tmp) snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
+  return tmp;
 }
 
 /* Makes the rename itself durable. Best effort: some file systems refuse to sync a folder. */
@@ -47,16 +31,89 @@ static void sync_parent(const char *path) {
   free(dir);
 }
 
-cx_status cx_file_replace(const char *path, const void *bytes, size_t size) {
-  size_t tl = strlen(path) + 32;
-  char *tmp = malloc(tl);
-  if (!tmp) return cx_fail(CX_ERR_NOMEM, "%s: out of memory", path);
-  snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
-  cx_status s = write_synced(path, tmp, bytes, size);
-  if (s == CX_OK && rename(tmp, path) != 0)
-    s = cx_fail(CX_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
-  if (s == CX_OK) sync_parent(path);
-  else unlink(tmp);
-  free(tmp);
+/* The last step of every form: the complete, synced temporary file becomes path. */
+static cx_status rename_into(const char *tmp, const char *path) {
+  if (rename(tmp, path) != 0) {
+    cx_status s = cx_fail(CX_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp,
+                          strerror(errno));
+    unlink(tmp);
+    return s;
+  }
+  sync_parent(path);
+  return CX_OK;
+}
+
+cx_status cx_file_put_in_place(const char *tmp, const char *path) {
+  int fd = open(tmp, O_RDONLY);
+  bool ok = fd >= 0 && fsync(fd) == 0;
+  int e = errno;
+  if (fd >= 0) close(fd);
+  if (!ok) {
+    unlink(tmp);
+    return cx_fail(CX_ERR_IO, "%s: cannot sync the temporary file %s: %s", path, tmp,
+                   strerror(e));
+  }
+  return rename_into(tmp, path);
+}
+
+static void file_out_clear(cx_file_out *o) {
+  free(o->path);
+  free(o->tmp);
+  *o = (cx_file_out){0};
+}
+
+cx_status cx_file_out_open(const char *path, cx_file_out *o) {
+  *o = (cx_file_out){.path = strdup(path), .tmp = cx_file_tmp_name(path)};
+  if (!o->path || !o->tmp) {
+    file_out_clear(o);
+    return cx_fail(CX_ERR_NOMEM, "%s: out of memory", path);
+  }
+  o->f = fopen(o->tmp, "wb");
+  if (!o->f) {
+    cx_status s = cx_fail(CX_ERR_IO, "%s: cannot create the temporary file %s: %s", path, o->tmp,
+                          strerror(errno));
+    file_out_clear(o);
+    return s;
+  }
+  return CX_OK;
+}
+
+cx_status cx_file_out_commit(cx_file_out *o) {
+  if (!o->f) return cx_fail(CX_ERR_ARG, "cx_file_out_commit: no file is open");
+  /* ferror first: an earlier fwrite or fprintf that failed set it (errno is stale by now) */
+  bool earlier = ferror(o->f) != 0, ok = !earlier;
+  int e = 0;
+  if (ok && (fflush(o->f) != 0 || fsync(fileno(o->f)) != 0)) ok = false, e = errno;
+  if (fclose(o->f) != 0 && ok) ok = false, e = errno;
+  o->f = NULL;
+  cx_status s = CX_OK;
+  if (earlier)
+    s = cx_fail(CX_ERR_IO, "%s: a write to the temporary file %s failed", o->path, o->tmp);
+  else if (!ok)
+    s = cx_fail(CX_ERR_IO, "%s: cannot write the temporary file %s: %s", o->path, o->tmp,
+                strerror(e));
+  if (!ok) unlink(o->tmp);
+  else s = rename_into(o->tmp, o->path);
+  file_out_clear(o);
   return s;
+}
+
+void cx_file_out_abort(cx_file_out *o) {
+  if (o->f) {
+    fclose(o->f);
+    unlink(o->tmp);
+  }
+  file_out_clear(o);
+}
+
+cx_status cx_file_replace(const char *path, const void *bytes, size_t size) {
+  cx_file_out o;
+  CX_TRY(cx_file_out_open(path, &o));
+  if (fwrite(bytes, 1, size, o.f) != size) {
+    cx_status s = cx_fail(CX_ERR_IO, "%s: cannot write the temporary file %s: %s", path, o.tmp,
+                          strerror(errno));
+    cx_file_out_abort(&o);
+    return s;
+  }
+  return cx_file_out_commit(&o);
 }

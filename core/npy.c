@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
-#include <unistd.h>
+
+#include "file_replace.h"
 
 /* Data bytes are copied as they are, so the host must be little-endian like the files we accept. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -359,23 +359,6 @@ static bool write_data(FILE *f, cx_dtype dtype, const void *data, size_t bytes) 
   return true;
 }
 
-static cx_status write_file(const char *tmp, const char *path, const char *header, size_t hlen,
-                            cx_dtype dtype, const void *data, size_t bytes) {
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return cx_fail(CX_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-  bool ok = fwrite(header, 1, hlen, f) == hlen && write_data(f, dtype, data, bytes) &&
-            fflush(f) == 0 && fsync(fileno(f)) == 0;
-  int err = errno;
-  if (fclose(f) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) return cx_fail(CX_ERR_IO, "%s: writing %s failed: %s", path, tmp, strerror(err));
-  if (rename(tmp, path) != 0)
-    return cx_fail(CX_ERR_IO, "%s: renaming %s into place failed: %s", path, tmp, strerror(errno));
-  return CX_OK;
-}
-
 cx_status cx_npy_write(const char *path, cx_dtype dtype, const cx_shape *shape, const void *data) {
   const char *descr = NULL;
   for (size_t i = 0; i < N_TYPES; i++)
@@ -396,12 +379,9 @@ cx_status cx_npy_write(const char *path, cx_dtype dtype, const cx_shape *shape, 
   if (bytes && !data) return cx_fail(CX_ERR_ARG, "%s: no data to write", path);
   char header[512];
   size_t hlen = make_header(header, sizeof header, descr, shape);
-  size_t tlen = strlen(path) + 32;
-  char *tmp = malloc(tlen);
-  if (!tmp) return cx_fail(CX_ERR_NOMEM, "%s: out of memory", path);
-  snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-  cx_status s = write_file(tmp, path, header, hlen, dtype, data, bytes);
-  if (s != CX_OK) remove(tmp);
-  free(tmp);
-  return s;
+  cx_file_out o;
+  CX_TRY(cx_file_out_open(path, &o));
+  /* a failed write sets the stream's error flag, which the commit checks */
+  if (fwrite(header, 1, hlen, o.f) == hlen) write_data(o.f, dtype, data, bytes);
+  return cx_file_out_commit(&o);
 }

@@ -8,6 +8,7 @@
 
 #include "autodiff.h"
 #include "fuse.h"
+#include "graph_shapes.h"
 #include "layout.h"
 #include "op.h"
 #include "plan.h"
@@ -43,6 +44,11 @@ struct cx_program {
 
 static size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
+/* Every allocation of compile is checked; what was allocated is freed by cx_program_free. */
+static cx_status nomem(const char *what) {
+  return cx_fail(CX_ERR_NOMEM, "compile: out of memory (%s)", what);
+}
+
 static size_t value_bytes(const cx_value *v) {
   return (size_t)cx_shape_numel(&v->shape) * cx_dtype_size(v->dtype);
 }
@@ -50,31 +56,18 @@ static size_t value_bytes(const cx_value *v) {
 /* Reorders nodes topologically, keeping the given order where it is already valid. */
 static cx_status schedule(cx_graph *g) {
   int n = g->n_nodes;
-  bool *done = calloc((size_t)n + 1, 1), *ready = calloc((size_t)g->n_values + 1, 1);
+  int *order = malloc(sizeof(int) * ((size_t)n + 1));
   cx_node *sorted = malloc(sizeof(cx_node) * ((size_t)n + 1));
-  for (int v = 0; v < g->n_values; v++) ready[v] = g->values[v].producer < 0;
-  int placed = 0;
-  while (placed < n) {
-    int pick = -1;
-    for (int i = 0; i < n && pick < 0; i++) {
-      if (done[i]) continue;
-      bool ok = true;
-      for (int k = 0; k < g->nodes[i].n_in && ok; k++)
-        ok = g->nodes[i].in[k] < 0 || ready[g->nodes[i].in[k]];
-      if (ok) pick = i;
-    }
-    if (pick < 0) break; /* validated earlier: cannot happen */
-    done[pick] = true;
-    sorted[placed++] = g->nodes[pick];
-    for (int k = 0; k < g->nodes[pick].n_out; k++) ready[g->nodes[pick].out[k]] = true;
+  cx_status s = order && sorted ? cx_graph_topo_order(g, order) : nomem("schedule");
+  if (s == CX_OK) {
+    for (int i = 0; i < n; i++) sorted[i] = g->nodes[order[i]];
+    memcpy(g->nodes, sorted, sizeof(cx_node) * (size_t)n);
+    for (int i = 0; i < n; i++)
+      for (int k = 0; k < g->nodes[i].n_out; k++) g->values[g->nodes[i].out[k]].producer = i;
   }
-  memcpy(g->nodes, sorted, sizeof(cx_node) * (size_t)placed);
-  for (int i = 0; i < placed; i++)
-    for (int k = 0; k < g->nodes[i].n_out; k++) g->values[g->nodes[i].out[k]].producer = i;
-  free(done);
-  free(ready);
+  free(order);
   free(sorted);
-  return placed == n ? CX_OK : cx_fail(CX_ERR_FORMAT, "the graph has a cycle");
+  return s;
 }
 
 /* Training programs use each op's training form (batch statistics, dropout masks). */
@@ -87,7 +80,9 @@ static cx_status use_train_ops(cx_graph *g) {
                            n->op->train_op, n->op->name);
     int want = t->min_out;
     if (n->n_out < want) {
-      n->out = realloc(n->out, sizeof(int) * (size_t)want);
+      int *out = realloc(n->out, sizeof(int) * (size_t)want);
+      if (!out) return nomem("training form outputs");
+      n->out = out;
       for (int k = n->n_out; k < want; k++) {
         char base[600];
         snprintf(base, sizeof base, "%s:saved%d", n->name, k);
@@ -106,59 +101,27 @@ static cx_status use_train_ops(cx_graph *g) {
   return CX_OK;
 }
 
-static cx_status infer_node(cx_graph *g, int i) {
-  cx_node *n = &g->nodes[i];
-  cx_shape in_shape[64], out_shape[16];
-  cx_dtype in_dtype[64], out_dtype[16];
-  const void *in_data[64];
-  if (n->n_in > 64 || n->n_out > 16)
-    return cx_fail(CX_ERR_UNSUPPORTED, "node '%s' has too many inputs or outputs", n->name);
-  for (int k = 0; k < n->n_in; k++) {
-    const cx_value *v = n->in[k] >= 0 ? &g->values[n->in[k]] : NULL;
-    in_shape[k] = v ? v->shape : (cx_shape){.ndim = 0};
-    in_dtype[k] = v ? v->dtype : CX_F32;
-    in_data[k] = v && v->kind == CX_VALUE_CONST ? v->init : NULL;
+/* The one shape inference (core/graph_shapes.h), into the compiled graph's values: from == 0, the
+ * whole (forward) graph for the batch size, whose inputs then hold it; otherwise the nodes from
+ * `from` on (the backward pass, appended to an inferred forward one). */
+static cx_status infer_values(cx_graph *g, int64_t batch, int from) {
+  cx_shape *shape = malloc(sizeof(cx_shape) * ((size_t)g->n_values + 1));
+  cx_dtype *dtype = malloc(sizeof(cx_dtype) * ((size_t)g->n_values + 1));
+  cx_status s = shape && dtype ? CX_OK : nomem("shapes");
+  for (int v = 0; s == CX_OK && v < g->n_values; v++) {
+    shape[v] = g->values[v].shape;
+    dtype[v] = g->values[v].dtype;
   }
-  for (int k = 0; k < n->n_out; k++) {
-    out_shape[k] = (cx_shape){.ndim = 0};
-    out_dtype[k] = CX_F32;
+  if (s == CX_OK && from == 0) s = cx_graph_infer_shapes(g, batch, shape, dtype);
+  for (int i = from; s == CX_OK && from > 0 && i < g->n_nodes; i++)
+    s = cx_graph_infer_node(g, i, shape, dtype);
+  for (int v = 0; s == CX_OK && v < g->n_values; v++) {
+    g->values[v].shape = shape[v];
+    g->values[v].dtype = dtype[v];
   }
-  cx_infer_ctx ctx = {.node = n, .in_shape = in_shape, .in_dtype = in_dtype, .in_data = in_data,
-                      .out_shape = out_shape, .out_dtype = out_dtype};
-  cx_status s = n->op->infer(&ctx);
-  if (s != CX_OK) {
-    if (!strstr(cx_last_error(), n->name)) cx_error_prefix("node '%s' (%s)", n->name, n->op->name);
-    return s;
-  }
-  for (int k = 0; k < n->n_out; k++) {
-    for (int d = 0; d < out_shape[k].ndim; d++)
-      if (out_shape[k].d[d] < 0 || out_shape[k].d[d] > ((int64_t)1 << 40))
-        return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): output %d gets dimension %lld", n->name,
-                       n->op->name, k, (long long)out_shape[k].d[d]);
-    g->values[n->out[k]].shape = out_shape[k];
-    g->values[n->out[k]].dtype = out_dtype[k];
-  }
-  return CX_OK;
-}
-
-static cx_status infer_range(cx_graph *g, int from, int to) {
-  for (int i = from; i < to; i++) CX_TRY(infer_node(g, i));
-  return CX_OK;
-}
-
-static cx_status set_batch(cx_graph *g, int64_t batch) {
-  for (int v = 0; v < g->n_values; v++) {
-    cx_value *x = &g->values[v];
-    if (x->kind != CX_VALUE_INPUT) continue;
-    for (int d = 0; d < x->shape.ndim; d++)
-      if (x->shape.d[d] < 0) {
-        if (batch <= 0)
-          return cx_fail(CX_ERR_ARG, "input '%s' has a symbolic dimension; give a batch size",
-                         x->name);
-        x->shape.d[d] = batch;
-      }
-  }
-  return CX_OK;
+  free(shape);
+  free(dtype);
+  return s;
 }
 
 static int add_seed(cx_graph *g, const char *name, const cx_value *like, cx_value_kind kind) {
@@ -178,6 +141,11 @@ static cx_status build_backward(cx_program *p, const char *loss) {
   int *sv = malloc(sizeof(int) * ((size_t)g->n_outputs + 1));
   int *sg = malloc(sizeof(int) * ((size_t)g->n_outputs + 1));
   char name[600];
+  if (!sv || !sg) {
+    free(sv);
+    free(sg);
+    return nomem("gradient seeds");
+  }
   if (loss) {
     int l = cx_graph_find_value(g, loss);
     if (l < 0) {
@@ -196,11 +164,14 @@ static cx_status build_backward(cx_program *p, const char *loss) {
     }
   }
   int *pg = malloc(sizeof(int) * ((size_t)g->n_values + 1));
-  cx_status s = cx_graph_status(g);
+  cx_status s = pg ? cx_graph_status(g) : nomem("parameter gradients");
   if (s == CX_OK) s = cx_autodiff(g, p->n_fwd, sv, sg, n_seeds, pg);
   if (s == CX_OK) {
     p->param_value = malloc(sizeof(int) * ((size_t)n_values0 + 1));
     p->grad_value = malloc(sizeof(int) * ((size_t)n_values0 + 1));
+    if (!p->param_value || !p->grad_value) s = nomem("parameter table");
+  }
+  if (s == CX_OK) {
     for (int v = 0; v < n_values0 && s == CX_OK; v++) {
       if (g->values[v].kind != CX_VALUE_PARAM) continue;
       if (pg[v] < 0) { /* nothing reaches it (an unused initializer): its gradient is zero */
@@ -226,6 +197,7 @@ static cx_status find_kernels(cx_program *p) {
   int n_missing = 0;
   p->kernel = calloc((size_t)g->n_nodes + 1, sizeof *p->kernel);
   p->state = calloc((size_t)g->n_nodes + 1, sizeof *p->state);
+  if (!p->kernel || !p->state) return nomem("kernel table");
   for (int i = 0; i < g->n_nodes; i++) {
     p->kernel[i] = p->be->find_kernel(p->be, &g->nodes[i], p->node_in[i], g->nodes[i].n_in);
     if (p->kernel[i]) continue;
@@ -272,6 +244,12 @@ static cx_status place_values(cx_program *p) {
   int nv = g->n_values;
   size_t *off = calloc((size_t)nv + 1, sizeof(size_t));
   cx_plan_request *req = calloc((size_t)nv + 1, sizeof *req);
+  p->t = calloc((size_t)nv + 1, sizeof(cx_tensor));
+  if (!off || !req || !p->t) {
+    free(off);
+    free(req);
+    return nomem("memory plan");
+  }
   size_t persist = 0;
   for (int v = 0; v < nv; v++)
     if (is_persistent(p, v)) {
@@ -280,6 +258,11 @@ static cx_status place_values(cx_program *p) {
     }
   int n_req = arena_requests(p, req);
   p->bufs = calloc((size_t)n_req + 1, sizeof *p->bufs);
+  if (!p->bufs) {
+    free(off);
+    free(req);
+    return nomem("buffer table");
+  }
   p->n_bufs = n_req;
   size_t arena = cx_plan_place(req, n_req, ALIGN);
   for (int b = 0; b < n_req; b++) {
@@ -294,8 +277,7 @@ static cx_status place_values(cx_program *p) {
   p->mem.n_buffers = n_req;
   p->arena = p->be->alloc(arena ? arena : ALIGN);
   p->persist = p->be->alloc(persist ? persist : ALIGN);
-  p->t = calloc((size_t)nv + 1, sizeof(cx_tensor));
-  cx_status s = p->arena && p->persist && p->t ? CX_OK
+  cx_status s = p->arena && p->persist ? CX_OK
                 : cx_fail(CX_ERR_NOMEM, "cannot allocate %zu + %zu bytes", arena, persist);
   for (int b = 0; b < n_req; b++) off[req[b].value] = req[b].offset;
   for (int v = 0; v < nv && s == CX_OK; v++) {
@@ -337,28 +319,31 @@ static void fill_node_tensors(cx_program *p) {
   }
 }
 
-static void bind_node_tensors(cx_program *p) {
+static cx_status bind_node_tensors(cx_program *p) {
   cx_graph *g = p->g;
   p->node_in = calloc((size_t)g->n_nodes + 1, sizeof *p->node_in);
-  for (int i = 0; i < g->n_nodes; i++)
+  if (!p->node_in) return nomem("node tensors");
+  for (int i = 0; i < g->n_nodes; i++) {
     p->node_in[i] = calloc((size_t)(g->nodes[i].n_in + g->nodes[i].n_out) + 1, sizeof(cx_tensor));
+    if (!p->node_in[i]) return nomem("node tensors");
+  }
   fill_node_tensors(p);
+  return CX_OK;
 }
 
 /* Channels-last activations where every kernel touching them accepts it (core/layout.h); graph
  * outputs and persistent values stay plain, so callers only ever see plain tensors. */
-static void choose_layouts(cx_program *p) {
+static cx_status choose_layouts(cx_program *p) {
   const cx_graph *g = p->g;
+  if (!cx_layout_enabled()) return CX_OK;
   bool *pinned = calloc((size_t)g->n_values + 1, sizeof(bool));
-  if (!pinned || !cx_layout_enabled()) {
-    free(pinned);
-    return;
-  }
+  if (!pinned) return nomem("layouts");
   for (int v = 0; v < g->n_values; v++) pinned[v] = is_persistent(p, v);
   for (int k = 0; k < g->n_outputs; k++) pinned[g->outputs[k]] = true;
   p->n_channels_last = cx_layout_assign(g, p->kernel, pinned, p->t);
   free(pinned);
   if (p->n_channels_last) fill_node_tensors(p);
+  return CX_OK;
 }
 
 /* Gradient checkpointing: plans the arena as it would be without (for the report), then clones
@@ -373,18 +358,20 @@ static cx_status recompute_segments(cx_program *p, const cx_compile_opts *o) {
 }
 
 /* Recomputed clones draw random numbers with their forward node's key. */
-static void find_key_nodes(cx_program *p) {
+static cx_status find_key_nodes(cx_program *p) {
   const cx_graph *g = p->g;
   for (int i = p->n_fwd; i < g->n_nodes; i++) {
     const char *of = cx_node_string(&g->nodes[i], CX_RECOMPUTE_OF, NULL);
     if (!of) continue;
     if (!p->key_node) {
       p->key_node = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+      if (!p->key_node) return nomem("random keys");
       for (int j = 0; j < g->n_nodes; j++) p->key_node[j] = j;
     }
     for (int j = 0; j < p->n_fwd; j++)
       if (!strcmp(g->nodes[j].name, of)) p->key_node[i] = j;
   }
+  return CX_OK;
 }
 
 static cx_status prepare_kernels(cx_program *p) {
@@ -406,12 +393,14 @@ static cx_status prepare_kernels(cx_program *p) {
   return p->scratch ? CX_OK : cx_fail(CX_ERR_NOMEM, "cannot allocate %zu scratch bytes", scratch);
 }
 
-static void find_grad_ready(cx_program *p) {
+static cx_status find_grad_ready(cx_program *p) {
   p->grad_ready_at = malloc(sizeof(int) * ((size_t)p->n_params + 1));
+  if (!p->grad_ready_at) return nomem("gradient-ready table");
   for (int k = 0; k < p->n_params; k++) {
     int v = p->grad_value[k];
     p->grad_ready_at[k] = v >= 0 ? p->g->values[v].producer : -1; /* -1: a zero constant */
   }
+  return CX_OK;
 }
 
 static cx_status compile(cx_program *p, const cx_compile_opts *o) {
@@ -419,16 +408,16 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
   CX_TRY(schedule(g));
   if (o->training) CX_TRY(use_train_ops(g));
   if (o->training) CX_TRY(cx_fuse_training(g));
-  CX_TRY(set_batch(g, o->batch));
   p->n_fwd = g->n_nodes;
-  CX_TRY(infer_range(g, 0, p->n_fwd));
+  CX_TRY(infer_values(g, o->batch, 0));
   if (o->training) {
     CX_TRY(build_backward(p, o->loss));
-    CX_TRY(infer_range(g, p->n_fwd, g->n_nodes));
+    CX_TRY(infer_values(g, o->batch, p->n_fwd));
     if (o->n_checkpoint_segments > 0) CX_TRY(recompute_segments(p, o));
   } else {
     p->param_value = malloc(sizeof(int) * ((size_t)g->n_values + 1));
     p->grad_value = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    if (!p->param_value || !p->grad_value) return nomem("parameter table");
     for (int v = 0; v < g->n_values; v++)
       if (g->values[v].kind == CX_VALUE_PARAM) {
         p->param_value[p->n_params] = v;
@@ -437,13 +426,12 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
   }
   if (p->be->stream_create) CX_TRY(p->be->stream_create(&p->stream));
   CX_TRY(place_values(p));
-  bind_node_tensors(p);
-  find_key_nodes(p);
+  CX_TRY(bind_node_tensors(p));
+  CX_TRY(find_key_nodes(p));
   CX_TRY(find_kernels(p));
-  choose_layouts(p);
+  CX_TRY(choose_layouts(p));
   CX_TRY(prepare_kernels(p));
-  find_grad_ready(p);
-  return CX_OK;
+  return find_grad_ready(p);
 }
 
 cx_status cx_program_compile(const cx_graph *g, const cx_compile_opts *o, cx_program **out) {
@@ -456,6 +444,7 @@ cx_status cx_program_compile(const cx_graph *g, const cx_compile_opts *o, cx_pro
     CX_TRY(o->backend->check_precision(o->backend, o->precision));
   CX_TRY(cx_graph_validate(g));
   cx_program *p = calloc(1, sizeof *p);
+  if (!p) return nomem("program");
   p->g = cx_graph_clone(g);
   p->be = o->backend;
   p->training = o->training;
@@ -473,7 +462,7 @@ cx_status cx_program_compile(const cx_graph *g, const cx_compile_opts *o, cx_pro
 void cx_program_free(cx_program *p) {
   if (!p) return;
   for (int i = 0; p->g && i < p->g->n_nodes; i++) {
-    if (p->kernel && p->kernel[i] && p->kernel[i]->release && p->state[i])
+    if (p->kernel && p->state && p->kernel[i] && p->kernel[i]->release && p->state[i])
       p->kernel[i]->release(p->state[i]);
     if (p->node_in) free(p->node_in[i]);
   }

@@ -1,12 +1,12 @@
 /* Writing a data set file: extendible chunked datasets filled one chunk at a time, into a
- * temporary file that is renamed into place only when everything is written and closed. */
-#include <errno.h>
+ * temporary file that is renamed into place only when everything is written and closed
+ * (cx_file_put_in_place: synced first). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "../core/file_replace.h"
 #include "internal.h"
 
 typedef struct part_writer {
@@ -202,13 +202,11 @@ cx_status cx_dataset_writer_create(const char *path, const cx_dataset_meta *m,
                    "at least one class (got %lld x %lld x %lld, %lld classes)", path,
                    (long long)m->h, (long long)m->w, (long long)m->c, (long long)m->num_classes);
   cx_dataset_writer *w = calloc(1, sizeof *w);
-  size_t tl = strlen(path) + 32;
-  if (!w || !(w->path = strdup(path)) || !(w->tmp = malloc(tl))) {
+  if (!w || !(w->path = strdup(path)) || !(w->tmp = cx_file_tmp_name(path))) {
     if (w) free(w->path);
     free(w);
     return cx_fail(CX_ERR_NOMEM, "%s: out of memory", path);
   }
-  snprintf(w->tmp, tl, "%s.tmp.%ld", path, (long)getpid());
   w->h = m->h, w->w = m->w, w->c = m->c, w->num_classes = m->num_classes;
   w->image_bytes = m->h * m->w * m->c;
   w->chunk = cx_h5_chunk_images(w->image_bytes);
@@ -254,10 +252,7 @@ static cx_status close_all(cx_dataset_writer *w) {
   herr_t e = H5Fclose(w->file);
   w->file = -1;
   if (e < 0) return cx_h5_fail(CX_ERR_IO, w->path, NULL, "H5Fclose");
-  if (rename(w->tmp, w->path) != 0)
-    return cx_fail(CX_ERR_IO, "%s: renaming %s into place failed: %s", w->path, w->tmp,
-                   strerror(errno));
-  return CX_OK;
+  return cx_file_put_in_place(w->tmp, w->path);
 }
 
 cx_status cx_dataset_writer_finish(cx_dataset_writer *w) {

@@ -7,18 +7,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/program.h"
+#include "../core/graph_shapes.h"
 #include "../core/rng.h"
-#include "../kernels/cpu/cpu.h"
 #include "internal.h"
 
-/* The student's per-image shapes, from one inference compile at batch 1. */
-static cx_status student_shape(cx_program *p, const cx_kd_hint *h, cx_shape *s) {
-  cx_tensor *t = cx_program_tensor(p, h->student);
-  if (!t)
+/* Every value's shape in the student for one image (core/graph_shapes.h), malloc'd. */
+static cx_status student_shapes(const cx_graph *student, cx_shape **out) {
+  cx_shape *shape = malloc(sizeof(cx_shape) * ((size_t)student->n_values + 1));
+  cx_dtype *dtype = malloc(sizeof(cx_dtype) * ((size_t)student->n_values + 1));
+  cx_status s = shape && dtype ? cx_graph_infer_shapes(student, 1, shape, dtype)
+                               : cx_fail(CX_ERR_NOMEM, "feature hints: out of memory");
+  free(dtype);
+  if (s != CX_OK) free(shape);
+  *out = s == CX_OK ? shape : NULL;
+  return s;
+}
+
+/* The student's feature map for hint h, checked against the teacher's. */
+static cx_status student_shape(const cx_graph *student, const cx_shape *shapes,
+                               const cx_kd_hint *h, cx_shape *s) {
+  int v = cx_graph_find_value(student, h->student);
+  if (v < 0)
     return cx_fail(CX_ERR_ARG, "feature hint: the student has no value named '%s' (names as "
                    "`compress inspect` shows them)", h->student);
-  *s = t->shape;
+  *s = shapes[v];
   if (s->ndim != 4)
     return cx_fail(CX_ERR_SHAPE, "feature hint: the student's '%s' has rank %d; a feature map "
                    "[N,C,H,W] is needed", h->student, s->ndim);
@@ -123,11 +135,11 @@ static int fitnet_adapter(cx_graph *g, int x, int wv, int i) {
   return cx_node_output(g, node, 0);
 }
 
-static cx_status add_hint(cx_graph *g, cx_program *p, const cx_kd_config *c, int i,
-                          cx_kd_term *term) {
+static cx_status add_hint(cx_graph *g, const cx_graph *student, const cx_shape *shapes,
+                          const cx_kd_config *c, int i, cx_kd_term *term) {
   const cx_kd_hint *h = &c->hints[i];
   cx_shape ss = {0};
-  CX_TRY(student_shape(p, h, &ss));
+  CX_TRY(student_shape(student, shapes, h, &ss));
   int sv = cx_graph_find_value(g, h->student);
   char name[300];
   snprintf(name, sizeof name, "teacher_feat/%s", h->teacher);
@@ -157,15 +169,14 @@ static cx_status check_hint(const cx_kd_hint *h, int i) {
 cx_status cx_kd_add_hints(cx_graph *g, const cx_graph *student, const cx_kd_config *c,
                           cx_kd_term *terms, int *n_terms) {
   if (c->n_hints == 0) return CX_OK;
-  cx_program *p = NULL;
-  cx_compile_opts co = {.batch = 1, .backend = cx_backend_cpu()};
-  CX_TRY(cx_program_compile(student, &co, &p));
+  cx_shape *shapes;
+  CX_TRY(student_shapes(student, &shapes));
   cx_status s = CX_OK;
   for (int i = 0; s == CX_OK && i < c->n_hints; i++) {
     s = check_hint(&c->hints[i], i);
-    if (s == CX_OK) s = add_hint(g, p, c, i, &terms[(*n_terms)++]);
+    if (s == CX_OK) s = add_hint(g, student, shapes, c, i, &terms[(*n_terms)++]);
   }
-  cx_program_free(p);
+  free(shapes);
   return s;
 }
 
@@ -175,20 +186,19 @@ cx_status cx_kd_adapters_add(cx_graph *student, const cx_kd_config *c) {
   bool any = false;
   for (int i = 0; i < c->n_hints; i++) any = any || c->hints[i].kind == CX_HINT_FITNET;
   if (!any) return CX_OK;
-  cx_program *p = NULL;
-  cx_compile_opts co = {.batch = 1, .backend = cx_backend_cpu()};
-  CX_TRY(cx_program_compile(student, &co, &p));
+  cx_shape *shapes;
+  CX_TRY(student_shapes(student, &shapes));
   cx_status s = CX_OK;
   for (int i = 0; s == CX_OK && i < c->n_hints; i++) {
     const cx_kd_hint *h = &c->hints[i];
     cx_shape ss = {0};
     s = check_hint(h, i);
-    if (s == CX_OK && h->kind == CX_HINT_FITNET) s = student_shape(p, h, &ss);
+    if (s == CX_OK && h->kind == CX_HINT_FITNET) s = student_shape(student, shapes, h, &ss);
     if (s == CX_OK && h->kind == CX_HINT_FITNET &&
         adapter_weight(student, ss.d[1], h->teacher_shape[0], i, c->seed) < 0)
       s = cx_graph_status(student) != CX_OK ? cx_graph_status(student) : CX_ERR_SHAPE;
   }
-  cx_program_free(p);
+  free(shapes);
   return s;
 }
 

@@ -73,13 +73,6 @@ Onnx__ValueInfoProto *cx_ex_value_info(cx_exporter *ex, const char *name, cx_dty
 cx_status cx_ex_nomem(void);
 
 /* ---- the passes ---- */
-cx_status cx_ex_topo_order(const cx_graph *g, int *order);
-/* Concrete shapes for one batch size, nodes visited in `order`. */
-cx_status cx_ex_infer(const cx_graph *g, const int *order, int64_t batch, cx_shape *shape,
-                      cx_dtype *dtype);
-/* Merges the shapes for batch 1 and 2: -1 where a dimension is the batch, -2 where it depends on
- * it otherwise. */
-void cx_ex_symbolic(const cx_shape *one, const cx_shape *two, cx_shape *out);
 cx_status cx_ex_fold_bn(cx_exporter *ex);                /* export_fold.c */
 cx_status cx_ex_lower_node(cx_exporter *ex, int node);   /* export_nodes.c */
 /* How many nodes read value v (a node reading it twice counts twice), plus graph outputs. */

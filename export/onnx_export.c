@@ -1,11 +1,12 @@
 /* cx_onnx_export: shapes, BatchNormalization folding, nodes in the target opset's form, then the
- * model packed and written under a temporary name that is renamed once complete. */
-#include <errno.h>
+ * model packed and written under a temporary name that is renamed once complete
+ * (cx_file_replace). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "../core/file_replace.h"
+#include "../core/graph_shapes.h"
 #include "export_internal.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -38,11 +39,12 @@ static cx_status alloc_state(cx_exporter *ex) {
 
 static cx_status analyse(cx_exporter *ex) {
   const cx_graph *g = ex->g;
-  CX_TRY(cx_ex_topo_order(g, ex->order));
-  CX_TRY(cx_ex_infer(g, ex->order, 1, ex->shape[0], ex->dtype));
-  CX_TRY(cx_ex_infer(g, ex->order, 2, ex->shape[1], ex->dtype));
+  /* shapes for batch 1 and 2 (core/graph_shapes.h): which dimensions follow the batch */
+  CX_TRY(cx_graph_topo_order(g, ex->order));
+  CX_TRY(cx_graph_infer_shapes(g, 1, ex->shape[0], ex->dtype));
+  CX_TRY(cx_graph_infer_shapes(g, 2, ex->shape[1], ex->dtype));
   for (int v = 0; v < g->n_values; v++)
-    cx_ex_symbolic(&ex->shape[0][v], &ex->shape[1][v], &ex->sym[v]);
+    cx_shape_symbolic(&ex->shape[0][v], &ex->shape[1][v], &ex->sym[v]);
   return CX_OK;
 }
 
@@ -83,22 +85,6 @@ static cx_status value_infos(cx_exporter *ex, Onnx__GraphProto *gp) {
   return CX_OK;
 }
 
-static cx_status write_atomic(const char *path, const uint8_t *buf, size_t len) {
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return cx_fail(CX_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-  bool ok = fwrite(buf, 1, len, f) == len;
-  int err = ok ? 0 : errno;
-  if (fclose(f) != 0 && ok) ok = false, err = errno;
-  if (ok && rename(tmp, path) != 0) ok = false, err = errno;
-  if (!ok) {
-    remove(tmp);
-    return cx_fail(CX_ERR_IO, "%s: cannot write: %s", path, strerror(err));
-  }
-  return CX_OK;
-}
-
 static cx_status pack_and_write(cx_exporter *ex, const Onnx__ModelProto *m, const char *path) {
   size_t len = onnx__model_proto__get_packed_size(m);
   if (len > MAX_MODEL_BYTES)
@@ -107,7 +93,7 @@ static cx_status pack_and_write(cx_exporter *ex, const Onnx__ModelProto *m, cons
   uint8_t *buf = cx_ex_alloc(ex, len);
   if (!buf) return cx_ex_nomem();
   onnx__model_proto__pack(m, buf);
-  return write_atomic(path, buf, len);
+  return cx_file_replace(path, buf, len);
 }
 
 static cx_status metadata(cx_exporter *ex, const cx_onnx_export_opts *o, Onnx__ModelProto *m) {

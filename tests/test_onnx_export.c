@@ -20,7 +20,7 @@
 #include "../core/op.h"
 #include "../core/program.h"
 #include "../core/rng.h"
-#include "../export/graph_shapes.h"
+#include "../core/graph_shapes.h"
 #include "../export/onnx_export.h"
 #include "../import/onnx.h"
 #include "../kernels/cpu/cpu.h"

@@ -89,16 +89,74 @@ static void test_memory_plan(void) {
   cx_graph_free(g);
 }
 
+/* What the hook saw: when it fired (the schedule index of the backward node that had just run,
+ * from the profiler's call counts) and a copy of the gradient at that moment. */
 typedef struct hook_log {
-  int calls[64];
-  float first_at_hook[64];
+  cx_program *p;
+  int calls[64], fired_after[64], order[64], n_fired;
+  float *grad_at_hook[64];
 } hook_log;
+
+static int last_node_run(const cx_program *p) {
+  const cx_node_timing *t = cx_program_timings(p);
+  int last = -1;
+  for (int i = 0; i < cx_program_graph(p)->n_nodes; i++)
+    if (t[i].calls > 0) last = i;
+  return last;
+}
 
 static void on_grad_ready(void *user, int param, const cx_tensor *value, const cx_tensor *grad) {
   (void)value;
   hook_log *h = user;
   h->calls[param]++;
-  h->first_at_hook[param] = ((const float *)grad->data)[0];
+  h->fired_after[param] = last_node_run(h->p);
+  h->order[h->n_fired++] = param;
+  size_t bytes = (size_t)cx_tensor_numel(grad) * sizeof(float);
+  free(h->grad_at_hook[param]);
+  h->grad_at_hook[param] = malloc(bytes);
+  memcpy(h->grad_at_hook[param], grad->data, bytes);
+}
+
+/* The value id of a parameter's gradient in the compiled graph, and the node producing it (the
+ * one that finalises it: values are written once). */
+static int grad_producer(const cx_program *p, int k) {
+  const cx_tensor *g = cx_program_param_grad((cx_program *)p, k);
+  for (int v = 0; v < cx_program_graph(p)->n_values; v++)
+    if (cx_program_value_tensor(p, v) == g) return cx_program_graph(p)->values[v].producer;
+  return -2;
+}
+
+/* Each hook fires right after the node that finalises that gradient, while backward goes on
+ * (data-parallel training overlaps its reductions with the rest of backward): the deepest
+ * block's parameters first, the first block's last, and the gradient is final then. */
+static void check_hook_timing(const hook_log *h, cx_program *p) {
+  int n = cx_program_param_count(p), n_nodes = cx_program_graph(p)->n_nodes;
+  int before_end = 0;
+  for (int k = 0; k < n; k++) {
+    const char *name = cx_program_param_name(p, k);
+    CHECK(h->calls[k] == 1, "hook called %d times for %s", h->calls[k], name);
+    int at = grad_producer(p, k);
+    CHECK(at >= cx_program_forward_nodes(p) && h->fired_after[k] == at,
+          "hook for %s fired after node %d; its gradient is final after node %d", name,
+          h->fired_after[k], at);
+    before_end += h->fired_after[k] < n_nodes - 1;
+    const cx_tensor *g = cx_program_param_grad(p, k);
+    CHECK(h->grad_at_hook[k] && memcmp(h->grad_at_hook[k], g->data, (size_t)cx_tensor_numel(g) *
+                                       sizeof(float)) == 0,
+          "gradient of %s changed after its hook", name);
+  }
+  CHECK(before_end >= n - 3, "only %d of %d hooks fired before the last backward node", before_end,
+        n);
+  /* every block3 parameter before any block0 one */
+  int last_block3 = -1, first_block0 = n;
+  for (int i = 0; i < h->n_fired; i++) {
+    const char *name = cx_program_param_name(p, h->order[i]);
+    if (!strncmp(name, "block3.", 7)) last_block3 = i;
+    if (!strncmp(name, "block0.", 7) && i < first_block0) first_block0 = i;
+  }
+  CHECK(last_block3 >= 0 && first_block0 < n && last_block3 < first_block0,
+        "hooks out of order: the last block3 hook is call %d, the first block0 hook call %d",
+        last_block3, first_block0);
 }
 
 static void test_grad_hook(void) {
@@ -107,18 +165,17 @@ static void test_grad_hook(void) {
   cx_compile_opts o = {.batch = 2, .training = true, .backend = cx_backend_cpu()};
   CHECK(cx_program_compile(g, &o, &p) == CX_OK, "compile: %s", cx_last_error());
   if (p) {
-    hook_log h = {0};
+    hook_log h = {.p = p};
+    CHECK(cx_program_param_count(p) <= 64, "%d parameters", cx_program_param_count(p));
     cx_program_set_grad_hook(p, on_grad_ready, &h);
+    cx_program_set_profiling(p, true); /* its call counts say which node ran last */
     cx_tensor *x = cx_program_tensor(p, "x"), *dy = cx_program_tensor(p, "block3.relu@grad");
     for (int64_t i = 0; i < cx_tensor_numel(x); i++) ((float *)x->data)[i] = cx_rng_normal(1, (uint64_t)i);
     for (int64_t i = 0; i < cx_tensor_numel(dy); i++) ((float *)dy->data)[i] = cx_rng_normal(2, (uint64_t)i);
     CHECK(cx_program_forward(p) == CX_OK && cx_program_backward(p) == CX_OK, "step: %s",
           cx_last_error());
-    for (int k = 0; k < cx_program_param_count(p); k++) {
-      CHECK(h.calls[k] == 1, "hook called %d times for %s", h.calls[k], cx_program_param_name(p, k));
-      float final = ((float *)cx_program_param_grad(p, k)->data)[0];
-      CHECK(final == h.first_at_hook[k], "gradient of %s changed after its hook", cx_program_param_name(p, k));
-    }
+    check_hook_timing(&h, p);
+    for (int k = 0; k < 64; k++) free(h.grad_at_hook[k]);
   }
   cx_program_free(p);
   cx_graph_free(g);

@@ -1,10 +1,8 @@
 /* The LR range test's chart: a self-contained SVG (no scripts, no external fonts). */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
-#include <unistd.h>
 
+#include "../core/file_replace.h"
 #include "lr_find.h"
 
 enum { WIDTH = 720, HEIGHT = 440, LEFT = 72, RIGHT = 24, TOP = 44, BOTTOM = 64 };
@@ -131,18 +129,10 @@ static void draw(chart *c, const cx_lr_find_result *r) {
 
 cx_status cx_lr_find_svg(const cx_lr_find_result *r, const char *path) {
   if (r->n < 1) return cx_fail(CX_ERR_ARG, "%s: no steps to chart", path);
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  chart c = {.f = fopen(tmp, "w")};
-  if (!c.f) return cx_fail(CX_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+  cx_file_out o;
+  CX_TRY(cx_file_out_open(path, &o));
+  chart c = {.f = o.f};
   chart_fit(&c, r);
   draw(&c, r);
-  bool bad = ferror(c.f) != 0;
-  bad |= fclose(c.f) != 0;
-  if (bad || rename(tmp, path) != 0) {
-    int err = errno;
-    remove(tmp);
-    return cx_fail(CX_ERR_IO, "%s: cannot write: %s", path, strerror(err));
-  }
-  return CX_OK;
+  return cx_file_out_commit(&o);
 }

@@ -1,11 +1,10 @@
 #include "profile.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "../core/file_replace.h"
 #include "../core/op.h"
 
 #define OTHER "(other)"
@@ -398,17 +397,8 @@ static void write_events(const cx_trace *t, FILE *f) {
 }
 
 cx_status cx_trace_write(const cx_trace *t, const char *path) {
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
-  if (!f) return cx_fail(CX_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-  write_events(t, f);
-  bool bad = ferror(f) != 0;
-  bad |= fclose(f) != 0;
-  if (bad || rename(tmp, path) != 0) {
-    int err = errno;
-    remove(tmp);
-    return cx_fail(CX_ERR_IO, "%s: cannot write: %s", path, strerror(err));
-  }
-  return CX_OK;
+  cx_file_out o;
+  CX_TRY(cx_file_out_open(path, &o));
+  write_events(t, o.f);
+  return cx_file_out_commit(&o);
 }

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/program.h"
+#include "../core/graph_shapes.h"
 #include "../kernels/cpu/cpu.h"
 #include "train_graph.h"
 
@@ -576,14 +576,11 @@ static cx_status check_channels(const cx_train_config *c, const cx_dataset_info 
   return CX_OK;
 }
 
-/* The logits' class count, from an inference program for one image. */
+/* The logits' class count, from shape inference for one image. */
 static cx_status model_classes(const cx_graph *model, int64_t *classes) {
-  cx_program *p = NULL;
-  cx_compile_opts co = {.batch = 1, .backend = cx_backend_cpu()};
-  CX_TRY(cx_program_compile(model, &co, &p));
-  const cx_tensor *t = cx_program_value_tensor(p, cx_model_logits(cx_program_graph(p)));
-  *classes = t->shape.ndim == 2 ? t->shape.d[1] : -1;
-  cx_program_free(p);
+  cx_shape s;
+  CX_TRY(cx_graph_value_shape(model, cx_model_logits(model), 1, &s));
+  *classes = s.ndim == 2 ? s.d[1] : -1;
   return CX_OK;
 }
 
