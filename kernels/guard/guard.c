@@ -205,8 +205,9 @@ static cx_status closed(cx_status f) {
   return f != CX_OK ? f : c;
 }
 
-/* Windowed too: prepare runs after the program placed its values, and some CPU kernels read
- * constant inputs (Slice's starts, Pad's pads) there. */
+/* Not windowed: core/backend.h gives prepare shapes only (data not yet valid), and on a device
+ * prepare is host code, so a prepare that read a tensor would fail there; here it dies. No CPU
+ * prepare reads one (they build oneDNN primitives from shapes). */
 static cx_status wrap_prepare(const cx_kernel_args *a, void **state, size_t *scratch_bytes) {
   wrap_state *w = calloc(1, sizeof *w);
   if (!w) return cx_fail(CX_ERR_NOMEM, "out of memory");
@@ -214,10 +215,7 @@ static cx_status wrap_prepare(const cx_kernel_args *a, void **state, size_t *scr
   cx_status s = w->cpu ? CX_OK
                 : cx_fail(CX_ERR_UNSUPPORTED, "guard backend: no CPU kernel for %s",
                           a->node->op->name);
-  if (s == CX_OK && w->cpu->prepare) {
-    s = window_open();
-    if (s == CX_OK) s = closed(w->cpu->prepare(a, &w->state, scratch_bytes));
-  }
+  if (s == CX_OK && w->cpu->prepare) s = w->cpu->prepare(a, &w->state, scratch_bytes);
   if (s != CX_OK) {
     if (w->state && w->cpu->release) w->cpu->release(w->state);
     free(w);

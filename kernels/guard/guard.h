@@ -9,8 +9,9 @@
  *
  * Its memory is mmap'd and kept PROT_NONE: a host dereference of a tensor's data dies with
  * SIGSEGV. It runs the CPU backend's kernels, opening a window (every live region readable and
- * writable) around each kernel's prepare and run and around its own copies and memsets, so its
- * results are bit for bit the CPU's. It is always on; it has no switch.
+ * writable) around each kernel's run and around its own copies and memsets, so its results are
+ * bit for bit the CPU's. A kernel's prepare gets no window: it is given shapes only. It is always
+ * on; it has no switch.
  *
  * Its tensors say CX_DEVICE_CPU (core/tensor.h knows CPU and CUDA only): both sides of a copy
  * then say CPU, so copy_async accepts any kinds and tells its own regions by address. A copy or
