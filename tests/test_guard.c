@@ -1,7 +1,7 @@
 /* The guard backend (kernels/guard/): memory host code cannot touch, running the CPU kernels.
  *
- * 1. Its memory: alloc gives aligned regions that host code cannot read, copies and memsets in
- *    and out of them are exact, a copy or memset running past a region is refused, and free
+ * 1. Its memory: alloc gives aligned regions that host code cannot read (small ones and those in
+ *    huge pages), copies and memsets in and out of them are exact, a copy or memset running past a region is refused, and free
  *    forgets a region (and names a pointer it never gave).
  * 2. It guards: a forked child that reads a program tensor's data, or writes a gradient's, dies
  *    with SIGSEGV; the same read of a CPU program's tensor does not.
@@ -87,6 +87,22 @@ static void test_memory(void) {
         "an overrunning memset was not reported at sync");
   CHECK(b->sync(NULL) == CX_OK, "a reported error is reported again");
 
+  /* a region in huge pages (2 MiB and more): the same guarantees */
+  size_t big_bytes = ((size_t)3 << 20) + 100, big_rounded = ((size_t)3 << 20) + 128;
+  unsigned char *big = b->alloc(big_bytes);
+  CHECK(big && (uintptr_t)(big + big_rounded) % (uintptr_t)page == 0,
+        "a large region does not end at a page boundary");
+  if (big) {
+    CHECK(!host_readable(big) && !host_readable(big + big_rounded - 1),
+          "a large region is host-readable");
+    CHECK(b->copy_async(big + big_rounded - 128, CX_DEVICE_CPU, host, CX_DEVICE_CPU, 128, NULL)
+              == CX_OK && b->copy_async(back, CX_DEVICE_CPU, big + big_rounded - 128,
+                                        CX_DEVICE_CPU, 128, NULL) == CX_OK &&
+              memcmp(back, host, 128) == 0, "the end of a large region does not round-trip");
+    CHECK(b->copy_async(big, CX_DEVICE_CPU, host, CX_DEVICE_CPU, big_rounded + 1, NULL) ==
+              CX_ERR_ARG, "an overrun of a large region was not refused");
+    b->free(big);
+  }
   b->free(q);
   CHECK(cx_guard_live_regions() == live + 1, "free did not forget its region");
   b->free(NULL);

@@ -17,6 +17,11 @@
 
 enum { ALIGN = 64 }; /* what the CPU backend gives: AVX-512 loads, oneDNN's preference */
 
+/* Regions this large are mapped in transparent huge pages (2 MiB on x86-64): mprotect then
+ * changes one entry per 2 MiB instead of 512, and a window on ResNet-20's 48 MiB arena costs
+ * about 10 us instead of 8 ms. */
+#define HUGE_BYTES ((size_t)2 << 20)
+
 /* One mapping: `open_bytes` of pages the window opens, then one page that stays PROT_NONE. The
  * caller's `bytes` (rounded up to ALIGN) end where the open pages end. */
 typedef struct region {
@@ -96,10 +101,25 @@ static int find_region(const void *p, size_t bytes, const char *what) {
   return -1;
 }
 
+/* open + one page, PROT_NONE; the open pages start on a huge-page boundary when open is a
+ * multiple of HUGE_BYTES (the excess mapped to find it is given back). */
+static char *map_region(size_t open) {
+  size_t page = page_size(), slack = open % HUGE_BYTES == 0 ? HUGE_BYTES : 0;
+  char *m = mmap(NULL, open + page + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return NULL;
+  if (!slack) return m;
+  char *base = (char *)round_up((uintptr_t)m, HUGE_BYTES);
+  if (base > m) munmap(m, (size_t)(base - m));
+  if (m + slack > base) munmap(base + open + page, (size_t)(m + slack - base));
+  madvise(base, open, MADV_HUGEPAGE); /* a hint: without it, windows are only slower */
+  return base;
+}
+
 static void *guard_alloc(size_t bytes) {
-  size_t want = round_up(bytes ? bytes : ALIGN, ALIGN), open = round_up(want, page_size());
-  char *base = mmap(NULL, open + page_size(), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) return NULL;
+  size_t want = round_up(bytes ? bytes : ALIGN, ALIGN);
+  size_t open = round_up(want, want >= HUGE_BYTES ? HUGE_BYTES : page_size());
+  char *base = map_region(open);
+  if (!base) return NULL;
   pthread_mutex_lock(&G.lock);
   bool ok = G.n < G.cap;
   if (!ok) {
