@@ -101,10 +101,10 @@ static int find_region(const void *p, size_t bytes, const char *what) {
   return -1;
 }
 
-/* open + one page, PROT_NONE; the open pages start on a huge-page boundary when open is a
- * multiple of HUGE_BYTES (the excess mapped to find it is given back). */
-static char *map_region(size_t open) {
-  size_t page = page_size(), slack = open % HUGE_BYTES == 0 ? HUGE_BYTES : 0;
+/* open + one page, PROT_NONE; when huge (open a multiple of HUGE_BYTES), the open pages start
+ * on a huge-page boundary (the excess mapped to find one is given back). */
+static char *map_region(size_t open, bool huge) {
+  size_t page = page_size(), slack = huge ? HUGE_BYTES : 0;
   char *m = mmap(NULL, open + page + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return NULL;
   if (!slack) return m;
@@ -117,8 +117,9 @@ static char *map_region(size_t open) {
 
 static void *guard_alloc(size_t bytes) {
   size_t want = round_up(bytes ? bytes : ALIGN, ALIGN);
-  size_t open = round_up(want, want >= HUGE_BYTES ? HUGE_BYTES : page_size());
-  char *base = map_region(open);
+  bool huge = want >= HUGE_BYTES;
+  size_t open = round_up(want, huge ? HUGE_BYTES : page_size());
+  char *base = map_region(open, huge);
   if (!base) return NULL;
   pthread_mutex_lock(&G.lock);
   bool ok = G.n < G.cap;

@@ -17,7 +17,7 @@
  * then say CPU, so copy_async accepts any kinds and tells its own regions by address. A copy or
  * memset that starts inside a region and runs past its end is refused (memset_zero, which returns
  * nothing, reports it at the next sync). Each region ends at a page that stays PROT_NONE even in
- * the window, so a kernel writing past the end of a buffer dies too. */
+ * the window, so a kernel running off the end of one (the arena, the scratch) dies too. */
 const cx_backend *cx_backend_guard(void);
 
 /* How many regions are allocated and not freed: tests check that a freed program leaves none. */
