@@ -40,6 +40,9 @@ typedef struct problem {
 
 static float *floats(int64_t n) { return calloc((size_t)n + 1, sizeof(float)); }
 
+/* The CPU backend: tensors in host memory are its tensors, so the test reads them directly. */
+static const cx_backend *cpu;
+
 static void problem_init(problem *p) {
   for (int k = 0; k < NP; k++) {
     int64_t n = cx_shape_numel(&shapes[k]);
@@ -184,7 +187,7 @@ static void check_optimizer(const char *label, const cx_optim_config *c) {
   ref_opt r;
   ref_init(&r, c, &p);
   cx_optimizer *o = NULL;
-  CHECK(cx_optimizer_create(c, NP, p.wp, names, &o) == CX_OK, "%s: create: %s", label,
+  CHECK(cx_optimizer_create(c, cpu, NULL, NP, p.wp, names, &o) == CX_OK, "%s: create: %s", label,
         cx_last_error());
   double worst = 0;
   for (int step = 0; o && step < STEPS; step++) {
@@ -245,7 +248,7 @@ static void test_optimizers(void) {
 static void run_steps(const cx_optim_config *c, problem *p, bool portable) {
   cx_cpu_force_portable(portable);
   cx_optimizer *o = NULL;
-  CHECK(cx_optimizer_create(c, NP, p->wp, names, &o) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_optimizer_create(c, cpu, NULL, NP, p->wp, names, &o) == CX_OK, "create: %s", cx_last_error());
   for (int step = 0; o && step < 5; step++) {
     problem_grads(p, step, 0.1f);
     cx_optimizer_step(o, p->gp, lr_at(c->lr, step));
@@ -289,7 +292,7 @@ static void test_no_decay_rule(void) {
   cx_optim_config c = cx_optim_defaults(CX_OPTIM_SGD);
   c.momentum = 0, c.weight_decay = 0.5f;
   cx_optimizer *o = NULL;
-  CHECK(cx_optimizer_create(&c, NP, p.wp, names, &o) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &o) == CX_OK, "create: %s", cx_last_error());
   if (!o) return;
   for (int k = 0; k < NP; k++) memset(p.g[k].data, 0, cx_tensor_nbytes(&p.g[k]));
   float before[NP];
@@ -313,12 +316,12 @@ static void test_state_roundtrip(void) {
   problem_init(&q);
   cx_optim_config c = cx_optim_defaults(CX_OPTIM_ADAMW);
   cx_optimizer *a = NULL, *b = NULL;
-  CHECK(cx_optimizer_create(&c, NP, p.wp, names, &a) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &a) == CX_OK, "create: %s", cx_last_error());
   for (int step = 0; a && step < 4; step++) {
     problem_grads(&p, step, 0.1f);
     cx_optimizer_step(a, p.gp, 1e-2f);
   }
-  CHECK(cx_optimizer_create(&c, NP, q.wp, names, &b) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_optimizer_create(&c, cpu, NULL, NP, q.wp, names, &b) == CX_OK, "create: %s", cx_last_error());
   if (!a || !b) return;
   CHECK(cx_optimizer_state_count(a) == 2 * NP, "adamw state count %d", cx_optimizer_state_count(a));
   CHECK(strcmp(cx_optimizer_state_name(a, 0), "exp_avg/fc.weight") == 0 &&
@@ -342,13 +345,13 @@ static void test_state_roundtrip(void) {
           "%s differs after restoring the state", names[k]);
   c = cx_optim_defaults(CX_OPTIM_SGD);
   cx_optimizer *s = NULL;
-  CHECK(cx_optimizer_create(&c, NP, p.wp, names, &s) == CX_OK &&
+  CHECK(cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &s) == CX_OK &&
             cx_optimizer_state_count(s) == NP &&
             strcmp(cx_optimizer_state_name(s, 2), "momentum_buffer/big.weight") == 0,
         "sgd state: %s", s ? cx_optimizer_state_name(s, 2) : cx_last_error());
   cx_optimizer_free(s);
   c.momentum = 0;
-  CHECK(cx_optimizer_create(&c, NP, p.wp, names, &s) == CX_OK && cx_optimizer_state_count(s) == 0,
+  CHECK(cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &s) == CX_OK && cx_optimizer_state_count(s) == 0,
         "sgd without momentum keeps state");
   cx_optimizer_free(s);
   cx_optimizer_free(a);
@@ -368,17 +371,17 @@ static void test_optimizer_errors(void) {
   cx_optimizer *o = NULL;
   cx_optim_config c = cx_optim_defaults(CX_OPTIM_SGD);
   c.momentum = 0, c.nesterov = true;
-  expect_error("nesterov without momentum", cx_optimizer_create(&c, NP, p.wp, names, &o),
+  expect_error("nesterov without momentum", cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &o),
                CX_ERR_ARG, "nesterov");
   c = cx_optim_defaults(CX_OPTIM_ADAMW);
   c.beta2 = 1;
-  expect_error("beta2 1", cx_optimizer_create(&c, NP, p.wp, names, &o), CX_ERR_ARG, "betas");
+  expect_error("beta2 1", cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &o), CX_ERR_ARG, "betas");
   c.beta2 = 0.999f;
   p.w[1].dtype = CX_F16;
-  expect_error("f16 parameter", cx_optimizer_create(&c, NP, p.wp, names, &o), CX_ERR_ARG,
+  expect_error("f16 parameter", cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &o), CX_ERR_ARG,
                "fc.bias");
   p.w[1].dtype = CX_F32;
-  CHECK(cx_optimizer_create(&c, NP, p.wp, names, &o) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &o) == CX_OK, "create: %s", cx_last_error());
   cx_tensor *swapped[NP] = {p.gp[1], p.gp[0], p.gp[2], p.gp[3], p.gp[4]};
   expect_error("gradient of the wrong size", cx_optimizer_step(o, swapped, 0.1f), CX_ERR_SHAPE,
                "fc.weight");
@@ -433,7 +436,7 @@ static void compare_torch(const char *label, const cx_optim_config *c, const dou
   problem p;
   problem_init(&p);
   cx_optimizer *o = NULL;
-  CHECK(cx_optimizer_create(c, TORCH_NP, p.wp, names, &o) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_optimizer_create(c, cpu, NULL, TORCH_NP, p.wp, names, &o) == CX_OK, "create: %s", cx_last_error());
   double worst = 0;
   for (int t = 0; o && t < TORCH_STEPS; t++) {
     for (int k = 0; k < TORCH_NP; k++) {
@@ -648,7 +651,7 @@ static void test_fp16_overflow(void) {
             s.growth_interval == 2000 && cx_loss_scaler_check(&s) == CX_OK, "defaults");
   cx_optim_config c = cx_optim_defaults(CX_OPTIM_SGD);
   cx_optimizer *o = NULL;
-  CHECK(cx_optimizer_create(&c, NP, p.wp, names, &o) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &o) == CX_OK, "create: %s", cx_last_error());
   if (!o) return;
   problem_grads(&p, 0, 0.1f);
   float gmax = max_abs_grad(&p);
@@ -886,7 +889,7 @@ static void test_no_allocation(void) {
     cx_loss_scaler s = cx_loss_scaler_defaults();
     cx_optimizer *o = NULL;
     cx_ema *e = NULL;
-    CHECK(cx_optimizer_create(&c, NP, p.wp, names, &o) == CX_OK &&
+    CHECK(cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &o) == CX_OK &&
               cx_ema_create(&ec, NP, p.wp, names, &e) == CX_OK, "create: %s", cx_last_error());
     if (o && e) {
       train_steps(o, e, &s, &p, 0); /* the thread pool starts on the first parallel loop */
@@ -923,7 +926,7 @@ static void fit_tiny_cnn(cx_optim_kind kind, float lr) {
   }
   cx_optim_config c = cx_optim_defaults(kind);
   cx_optimizer *o = NULL;
-  CHECK(cx_optimizer_create(&c, n, params, NULL, &o) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_optimizer_create(&c, cpu, NULL, n, params, NULL, &o) == CX_OK, "create: %s", cx_last_error());
   float first = 0, last = 0;
   for (int step = 0; o && step < 100; step++) {
     if (cx_program_forward(p) != CX_OK || cx_program_backward(p) != CX_OK) break;
@@ -940,6 +943,7 @@ static void fit_tiny_cnn(cx_optim_kind kind, float lr) {
 }
 
 int main(void) {
+  cpu = cx_backend_cpu();
   test_optimizers();
   cx_cpu_force_portable(true);
   printf("-- portable paths --\n");

@@ -107,7 +107,9 @@ static cx_status create_optimizer(run *r) {
   const char **names = calloc((size_t)r->n_params + 1, sizeof *names);
   if (!names) return alloc_fail();
   for (int k = 0; k < r->n_params; k++) names[k] = cx_program_param_name(r->train, k);
-  cx_status s = cx_optimizer_create(&r->o->optim, r->n_params, r->params, names, &r->opt);
+  cx_status s = cx_optimizer_create(&r->o->optim, cx_program_backend(r->train),
+                                    cx_program_stream(r->train), r->n_params, r->params, names,
+                                    &r->opt);
   free(names);
   if (s != CX_OK || r->o->accum_steps <= 1) return s;
   r->acc = calloc((size_t)r->n_params + 1, sizeof *r->acc);
