@@ -53,7 +53,8 @@ static cx_status make_optimizer(cx_program *p, cx_optimizer **opt, cx_tensor ***
   }
   cx_optim_config c = cx_optim_defaults(CX_OPTIM_SGD);
   c.lr = 0.05f;
-  cx_status s = cx_optimizer_create(&c, n, params, names, opt);
+  cx_status s = cx_optimizer_create(&c, cx_program_backend(p), cx_program_stream(p), n, params,
+                                    names, opt);
   free(params);
   free(names);
   return s;

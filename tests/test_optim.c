@@ -40,6 +40,55 @@ typedef struct problem {
 
 static float *floats(int64_t n) { return calloc((size_t)n + 1, sizeof(float)); }
 
+/* The CPU backend: tensors in host memory are its tensors, so the test reads them directly. */
+static const cx_backend *cpu;
+
+/* The gradient operations on a list, made for the call (train_steps makes its own once). */
+static cx_grad_ops *grad_ops(cx_tensor *const *g, int n) {
+  cx_grad_ops *o = NULL;
+  CHECK(cx_grad_ops_create(cpu, NULL, n, g, false, &o) == CX_OK, "grad ops: %s", cx_last_error());
+  return o;
+}
+
+static float global_norm(cx_tensor *const *g, int n) {
+  cx_grad_ops *o = grad_ops(g, n);
+  float norm = NAN;
+  CHECK(o && cx_grad_global_norm(o, g, &norm) == CX_OK, "global norm: %s", cx_last_error());
+  cx_grad_ops_free(o);
+  return norm;
+}
+
+static float clip_global_norm(cx_tensor *const *g, int n, float max_norm) {
+  cx_grad_ops *o = grad_ops(g, n);
+  float norm = NAN;
+  CHECK(o && cx_grad_clip_global_norm(o, g, max_norm, &norm) == CX_OK, "clip: %s",
+        cx_last_error());
+  cx_grad_ops_free(o);
+  return norm;
+}
+
+static bool grads_finite(cx_tensor *const *g, int n) {
+  cx_grad_ops *o = grad_ops(g, n);
+  bool finite = false;
+  CHECK(o && cx_grads_finite(o, g, &finite) == CX_OK, "finite: %s", cx_last_error());
+  cx_grad_ops_free(o);
+  return finite;
+}
+
+static void grad_scale(cx_tensor *const *g, int n, float factor) {
+  cx_grad_ops *o = grad_ops(g, n);
+  CHECK(o && cx_grad_scale(o, g, factor) == CX_OK, "scale: %s", cx_last_error());
+  cx_grad_ops_free(o);
+}
+
+static bool unscale(const cx_loss_scaler *s, cx_tensor *const *g, int n) {
+  cx_grad_ops *o = grad_ops(g, n);
+  bool finite = false;
+  CHECK(o && cx_loss_scaler_unscale(s, o, g, &finite) == CX_OK, "unscale: %s", cx_last_error());
+  cx_grad_ops_free(o);
+  return finite;
+}
+
 static void problem_init(problem *p) {
   for (int k = 0; k < NP; k++) {
     int64_t n = cx_shape_numel(&shapes[k]);
@@ -184,7 +233,7 @@ static void check_optimizer(const char *label, const cx_optim_config *c) {
   ref_opt r;
   ref_init(&r, c, &p);
   cx_optimizer *o = NULL;
-  CHECK(cx_optimizer_create(c, NP, p.wp, names, &o) == CX_OK, "%s: create: %s", label,
+  CHECK(cx_optimizer_create(c, cpu, NULL, NP, p.wp, names, &o) == CX_OK, "%s: create: %s", label,
         cx_last_error());
   double worst = 0;
   for (int step = 0; o && step < STEPS; step++) {
@@ -245,7 +294,8 @@ static void test_optimizers(void) {
 static void run_steps(const cx_optim_config *c, problem *p, bool portable) {
   cx_cpu_force_portable(portable);
   cx_optimizer *o = NULL;
-  CHECK(cx_optimizer_create(c, NP, p->wp, names, &o) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_optimizer_create(c, cpu, NULL, NP, p->wp, names, &o) == CX_OK,
+        "create: %s", cx_last_error());
   for (int step = 0; o && step < 5; step++) {
     problem_grads(p, step, 0.1f);
     cx_optimizer_step(o, p->gp, lr_at(c->lr, step));
@@ -289,7 +339,8 @@ static void test_no_decay_rule(void) {
   cx_optim_config c = cx_optim_defaults(CX_OPTIM_SGD);
   c.momentum = 0, c.weight_decay = 0.5f;
   cx_optimizer *o = NULL;
-  CHECK(cx_optimizer_create(&c, NP, p.wp, names, &o) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &o) == CX_OK,
+        "create: %s", cx_last_error());
   if (!o) return;
   for (int k = 0; k < NP; k++) memset(p.g[k].data, 0, cx_tensor_nbytes(&p.g[k]));
   float before[NP];
@@ -313,12 +364,14 @@ static void test_state_roundtrip(void) {
   problem_init(&q);
   cx_optim_config c = cx_optim_defaults(CX_OPTIM_ADAMW);
   cx_optimizer *a = NULL, *b = NULL;
-  CHECK(cx_optimizer_create(&c, NP, p.wp, names, &a) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &a) == CX_OK,
+        "create: %s", cx_last_error());
   for (int step = 0; a && step < 4; step++) {
     problem_grads(&p, step, 0.1f);
     cx_optimizer_step(a, p.gp, 1e-2f);
   }
-  CHECK(cx_optimizer_create(&c, NP, q.wp, names, &b) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_optimizer_create(&c, cpu, NULL, NP, q.wp, names, &b) == CX_OK,
+        "create: %s", cx_last_error());
   if (!a || !b) return;
   CHECK(cx_optimizer_state_count(a) == 2 * NP, "adamw state count %d", cx_optimizer_state_count(a));
   CHECK(strcmp(cx_optimizer_state_name(a, 0), "exp_avg/fc.weight") == 0 &&
@@ -342,13 +395,14 @@ static void test_state_roundtrip(void) {
           "%s differs after restoring the state", names[k]);
   c = cx_optim_defaults(CX_OPTIM_SGD);
   cx_optimizer *s = NULL;
-  CHECK(cx_optimizer_create(&c, NP, p.wp, names, &s) == CX_OK &&
+  CHECK(cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &s) == CX_OK &&
             cx_optimizer_state_count(s) == NP &&
             strcmp(cx_optimizer_state_name(s, 2), "momentum_buffer/big.weight") == 0,
         "sgd state: %s", s ? cx_optimizer_state_name(s, 2) : cx_last_error());
   cx_optimizer_free(s);
   c.momentum = 0;
-  CHECK(cx_optimizer_create(&c, NP, p.wp, names, &s) == CX_OK && cx_optimizer_state_count(s) == 0,
+  CHECK(cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &s) == CX_OK &&
+            cx_optimizer_state_count(s) == 0,
         "sgd without momentum keeps state");
   cx_optimizer_free(s);
   cx_optimizer_free(a);
@@ -368,17 +422,19 @@ static void test_optimizer_errors(void) {
   cx_optimizer *o = NULL;
   cx_optim_config c = cx_optim_defaults(CX_OPTIM_SGD);
   c.momentum = 0, c.nesterov = true;
-  expect_error("nesterov without momentum", cx_optimizer_create(&c, NP, p.wp, names, &o),
+  expect_error("nesterov without momentum", cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &o),
                CX_ERR_ARG, "nesterov");
   c = cx_optim_defaults(CX_OPTIM_ADAMW);
   c.beta2 = 1;
-  expect_error("beta2 1", cx_optimizer_create(&c, NP, p.wp, names, &o), CX_ERR_ARG, "betas");
+  expect_error("beta2 1", cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &o), CX_ERR_ARG,
+               "betas");
   c.beta2 = 0.999f;
   p.w[1].dtype = CX_F16;
-  expect_error("f16 parameter", cx_optimizer_create(&c, NP, p.wp, names, &o), CX_ERR_ARG,
+  expect_error("f16 parameter", cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &o), CX_ERR_ARG,
                "fc.bias");
   p.w[1].dtype = CX_F32;
-  CHECK(cx_optimizer_create(&c, NP, p.wp, names, &o) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &o) == CX_OK,
+        "create: %s", cx_last_error());
   cx_tensor *swapped[NP] = {p.gp[1], p.gp[0], p.gp[2], p.gp[3], p.gp[4]};
   expect_error("gradient of the wrong size", cx_optimizer_step(o, swapped, 0.1f), CX_ERR_SHAPE,
                "fc.weight");
@@ -433,7 +489,8 @@ static void compare_torch(const char *label, const cx_optim_config *c, const dou
   problem p;
   problem_init(&p);
   cx_optimizer *o = NULL;
-  CHECK(cx_optimizer_create(c, TORCH_NP, p.wp, names, &o) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_optimizer_create(c, cpu, NULL, TORCH_NP, p.wp, names, &o) == CX_OK,
+        "create: %s", cx_last_error());
   double worst = 0;
   for (int t = 0; o && t < TORCH_STEPS; t++) {
     for (int k = 0; k < TORCH_NP; k++) {
@@ -497,11 +554,11 @@ static void test_clip(void) {
   problem_init(&p);
   problem_grads(&p, 0, 0.1f);
   double norm = ref_norm(&p);
-  float got = cx_grad_global_norm(p.gp, NP);
+  float got = global_norm(p.gp, NP);
   CHECK(fabs(got - norm) <= 1e-6 * norm, "global norm %.9g, reference %.9g", got, norm);
 
   float max_norm = (float)(norm / 3), before = ((float *)p.g[2].data)[7];
-  got = cx_grad_clip_global_norm(p.gp, NP, max_norm);
+  got = clip_global_norm(p.gp, NP, max_norm);
   float coef = (float)(max_norm / (norm + 1e-6));
   CHECK(fabs(got - norm) <= 1e-6 * norm, "clip returned %.9g, not the norm before, %.9g", got,
         norm);
@@ -511,7 +568,7 @@ static void test_clip(void) {
         ref_norm(&p), max_norm);
 
   before = ((float *)p.g[0].data)[3];
-  cx_grad_clip_global_norm(p.gp, NP, 10 * max_norm);
+  clip_global_norm(p.gp, NP, 10 * max_norm);
   CHECK(((float *)p.g[0].data)[3] == before, "clipping below max_norm changed a gradient");
 
   cx_tensor *with_null[3] = {p.gp[0], NULL, p.gp[1]};
@@ -519,21 +576,21 @@ static void test_clip(void) {
   for (int k = 0; k < 2; k++)
     for (int64_t i = 0; i < cx_tensor_numel(&p.g[k]); i++)
       s += (double)((float *)p.g[k].data)[i] * ((float *)p.g[k].data)[i];
-  CHECK(fabs(cx_grad_global_norm(with_null, 3) - sqrt(s)) <= 1e-6 * sqrt(s), "NULL not skipped");
+  CHECK(fabs(global_norm(with_null, 3) - sqrt(s)) <= 1e-6 * sqrt(s), "NULL not skipped");
 
-  CHECK(cx_grads_finite(p.gp, NP), "finite gradients reported as not finite");
+  CHECK(grads_finite(p.gp, NP), "finite gradients reported as not finite");
   float *big = p.g[2].data;
   int64_t last = cx_tensor_numel(&p.g[2]) - 1;
   big[last] = INFINITY;
-  CHECK(!cx_grads_finite(p.gp, NP), "inf in the last element not found");
+  CHECK(!grads_finite(p.gp, NP), "inf in the last element not found");
   float keep = ((float *)p.g[0].data)[0];
-  CHECK(isinf(cx_grad_clip_global_norm(p.gp, NP, 1.0f)) && ((float *)p.g[0].data)[0] == keep,
+  CHECK(isinf(clip_global_norm(p.gp, NP, 1.0f)) && ((float *)p.g[0].data)[0] == keep,
         "a non-finite norm should be returned and leave the gradients");
   big[last] = -INFINITY;
-  CHECK(!cx_grads_finite(p.gp, NP), "-inf not found");
+  CHECK(!grads_finite(p.gp, NP), "-inf not found");
   big[last] = 0;
   ((float *)p.g[1].data)[2] = NAN;
-  CHECK(!cx_grads_finite(p.gp, NP), "NaN not found");
+  CHECK(!grads_finite(p.gp, NP), "NaN not found");
   problem_free(&p);
 }
 
@@ -548,7 +605,8 @@ static void check_ema(const char *label, const cx_ema_config *c) {
     for (int64_t i = 0; i < cx_tensor_numel(&p.w[k]); i++) avg[k][i] = ((float *)p.w[k].data)[i];
   }
   cx_ema *e = NULL;
-  CHECK(cx_ema_create(c, NP, p.wp, names, &e) == CX_OK, "%s: create: %s", label, cx_last_error());
+  CHECK(cx_ema_create(c, cpu, NULL, NP, p.wp, names, &e) == CX_OK,
+        "%s: create: %s", label, cx_last_error());
   double worst = 0;
   for (int step = 0; e && step < 6; step++) {
     problem_grads(&p, step, 0.5f); /* move the weights somewhere */
@@ -584,7 +642,7 @@ static void test_ema_swap(void) {
   cx_ema_config c = cx_ema_defaults();
   c.decay = 0.5f;
   cx_ema *e = NULL;
-  CHECK(cx_ema_create(&c, NP, p.wp, names, &e) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_ema_create(&c, cpu, NULL, NP, p.wp, names, &e) == CX_OK, "create: %s", cx_last_error());
   if (!e) return;
   CHECK(cx_ema_count(e) == NP && strcmp(cx_ema_name(e, 2), "ema/big.weight") == 0, "EMA name %s",
         cx_ema_name(e, 2));
@@ -648,7 +706,8 @@ static void test_fp16_overflow(void) {
             s.growth_interval == 2000 && cx_loss_scaler_check(&s) == CX_OK, "defaults");
   cx_optim_config c = cx_optim_defaults(CX_OPTIM_SGD);
   cx_optimizer *o = NULL;
-  CHECK(cx_optimizer_create(&c, NP, p.wp, names, &o) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &o) == CX_OK,
+        "create: %s", cx_last_error());
   if (!o) return;
   problem_grads(&p, 0, 0.1f);
   float gmax = max_abs_grad(&p);
@@ -661,7 +720,7 @@ static void test_fp16_overflow(void) {
     problem_grads(&p, 0, 0.1f);
     float scale = s.scale;
     scaled_fp16_grads(&p, scale);
-    bool ok = cx_loss_scaler_unscale(&s, p.gp, NP);
+    bool ok = unscale(&s, p.gp, NP);
     if (ok) taken = cx_optimizer_step(o, p.gp, 0.1f) == CX_OK;
     else CHECK(memcmp(w_keep, p.w[2].data, cx_tensor_nbytes(&p.w[2])) == 0, "weights moved");
     cx_loss_scaler_update(&s, ok);
@@ -685,11 +744,11 @@ static void test_loss_scaler(void) {
   problem_grads(&p, 0, 0.1f);
   float g = ((float *)p.g[2].data)[11];
   cx_loss_scaler s = cx_loss_scaler_defaults();
-  cx_grad_scale(p.gp, NP, s.scale);
-  CHECK(cx_loss_scaler_unscale(&s, p.gp, NP) && ((float *)p.g[2].data)[11] == g,
+  grad_scale(p.gp, NP, s.scale);
+  CHECK(unscale(&s, p.gp, NP) && ((float *)p.g[2].data)[11] == g,
         "unscaling by a power of two is exact: %.9g vs %.9g", ((float *)p.g[2].data)[11], g);
   ((float *)p.g[2].data)[11] = INFINITY;
-  CHECK(!cx_loss_scaler_unscale(&s, p.gp, NP), "a forced inf is found");
+  CHECK(!unscale(&s, p.gp, NP), "a forced inf is found");
 
   s = cx_loss_scaler_defaults();
   for (int i = 0; i < 1999; i++) cx_loss_scaler_update(&s, true);
@@ -771,38 +830,42 @@ static void check_accumulation(cx_graph *g, int k) {
   CHECK(cx_program_compile(g, &o, &part) == CX_OK, "compile: %s", cx_last_error());
   if (!whole || !part) return;
   int n = cx_program_param_count(whole);
-  cx_tensor acc[16], *accp[16], *grads[16];
-  for (int i = 0; i < n && i < 16; i++) {
-    const cx_tensor *t = cx_program_param_grad(part, i);
-    acc[i] = cx_tensor_view(CX_F32, &t->shape, floats(cx_tensor_numel(t)));
-    accp[i] = &acc[i];
-    grads[i] = cx_program_param_grad(part, i);
+  cx_tensor *grads[16];
+  for (int i = 0; i < n && i < 16; i++) grads[i] = cx_program_param_grad(part, i);
+  cx_grad_ops *ops = NULL;
+  CHECK(n <= 16 && cx_grad_ops_create(cpu, NULL, n, grads, true, &ops) == CX_OK, "ops: %s",
+        cx_last_error());
+  if (!ops) {
+    cx_program_free(whole);
+    cx_program_free(part);
+    return;
   }
+  cx_tensor *const *acc = cx_grad_accumulated(ops);
   double loss = 0;
   for (int j = 0; j < k; j++) {
     feed(part, j * micro, micro);
     CHECK(cx_program_forward(part) == CX_OK && cx_program_backward(part) == CX_OK, "micro: %s",
           cx_last_error());
-    CHECK(cx_grad_accumulate(accp, grads, n, j == 0) == CX_OK, "accumulate: %s", cx_last_error());
+    CHECK(cx_grad_accumulate(ops, grads, j == 0) == CX_OK, "accumulate: %s", cx_last_error());
     loss += *(float *)cx_program_tensor(part, "loss")->data / k;
   }
-  cx_grad_scale(accp, n, 1.0f / (float)k);
+  CHECK(cx_grad_scale(ops, acc, 1.0f / (float)k) == CX_OK, "scale: %s", cx_last_error());
   feed(whole, 0, ACC_BATCH);
   CHECK(cx_program_forward(whole) == CX_OK && cx_program_backward(whole) == CX_OK, "whole: %s",
         cx_last_error());
   double worst = 0;
   for (int i = 0; i < n; i++) {
-    const float *a = acc[i].data, *b = cx_program_param_grad(whole, i)->data;
+    const float *a = acc[i]->data, *b = cx_program_param_grad(whole, i)->data;
     double diff = 0, scale = 0;
-    for (int64_t e = 0; e < cx_tensor_numel(&acc[i]); e++) {
+    for (int64_t e = 0; e < cx_tensor_numel(acc[i]); e++) {
       diff = fmax(diff, fabs(a[e] - b[e]));
       scale = fmax(scale, fabs(b[e]));
     }
     worst = fmax(worst, diff / scale);
     CHECK(diff <= 1e-5 * scale, "k=%d: gradient of %s differs by %.3e of its largest element", k,
           cx_program_param_name(whole, i), diff / scale);
-    free(acc[i].data);
   }
+  cx_grad_ops_free(ops);
   float full = *(float *)cx_program_tensor(whole, "loss")->data;
   printf("%d micro-batches of %d vs one batch of %d: gradients within %.2e, loss %.7f vs %.7f\n", k,
          micro, ACC_BATCH, worst, loss, full);
@@ -836,7 +899,7 @@ static void check_seeded_scale(cx_graph *g) {
   cx_loss_scaler s = cx_loss_scaler_defaults();
   *(float *)seed->data = s.scale;
   CHECK(cx_program_forward(p) == CX_OK && cx_program_backward(p) == CX_OK, "%s", cx_last_error());
-  CHECK(cx_loss_scaler_unscale(&s, grads, n), "scaled gradients overflowed");
+  CHECK(unscale(&s, grads, n), "scaled gradients overflowed");
   double worst = 0;
   for (int i = 0; i < n; i++) {
     const float *a = grads[i]->data, *b = copy[i].data;
@@ -860,18 +923,26 @@ static void test_accumulation(void) {
   cx_tensor a = cx_tensor_view(CX_F32, &S(3), (float[3]){0});
   cx_tensor b = cx_tensor_view(CX_F32, &S(4), (float[4]){0});
   cx_tensor *ap = &a, *bp = &b;
-  expect_error("accumulate mismatched", cx_grad_accumulate(&ap, &bp, 1, true), CX_ERR_SHAPE, "[4]");
+  cx_grad_ops *ops = NULL;
+  CHECK(cx_grad_ops_create(cpu, NULL, 1, &ap, true, &ops) == CX_OK, "ops: %s", cx_last_error());
+  expect_error("accumulate mismatched", cx_grad_accumulate(ops, &bp, true), CX_ERR_SHAPE, "[4]");
+  expect_error("accumulate mismatched", cx_grad_accumulate(ops, &bp, false), CX_ERR_SHAPE, "[4]");
+  cx_grad_ops_free(ops);
 }
 
 /* ---- steps allocate nothing ---- */
 
-static void train_steps(cx_optimizer *o, cx_ema *e, cx_loss_scaler *s, problem *p, int from) {
+static void train_steps(cx_optimizer *o, cx_ema *e, cx_grad_ops *g, cx_loss_scaler *s, problem *p,
+                        int from) {
   for (int step = from; step < from + 3; step++) {
     problem_grads(p, step, 0.1f);
-    cx_grad_scale(p->gp, NP, s->scale);
-    bool ok = cx_loss_scaler_unscale(s, p->gp, NP) && cx_grads_finite(p->gp, NP);
-    cx_grad_clip_global_norm(p->gp, NP, 1.0f);
-    if (ok) cx_optimizer_step(o, p->gp, 1e-3f);
+    bool ok, finite;
+    float norm;
+    cx_grad_scale(g, p->gp, s->scale);
+    cx_loss_scaler_unscale(s, g, p->gp, &ok);
+    cx_grads_finite(g, p->gp, &finite);
+    cx_grad_clip_global_norm(g, p->gp, 1.0f, &norm);
+    if (ok && finite) cx_optimizer_step(o, p->gp, 1e-3f);
     cx_ema_update(e, p->wp);
     cx_loss_scaler_update(s, ok);
   }
@@ -886,18 +957,22 @@ static void test_no_allocation(void) {
     cx_loss_scaler s = cx_loss_scaler_defaults();
     cx_optimizer *o = NULL;
     cx_ema *e = NULL;
-    CHECK(cx_optimizer_create(&c, NP, p.wp, names, &o) == CX_OK &&
-              cx_ema_create(&ec, NP, p.wp, names, &e) == CX_OK, "create: %s", cx_last_error());
-    if (o && e) {
-      train_steps(o, e, &s, &p, 0); /* the thread pool starts on the first parallel loop */
+    cx_grad_ops *g = NULL;
+    CHECK(cx_optimizer_create(&c, cpu, NULL, NP, p.wp, names, &o) == CX_OK &&
+              cx_ema_create(&ec, cpu, NULL, NP, p.wp, names, &e) == CX_OK &&
+              cx_grad_ops_create(cpu, NULL, NP, p.gp, false, &g) == CX_OK,
+          "create: %s", cx_last_error());
+    if (o && e && g) {
+      train_steps(o, e, g, &s, &p, 0); /* the thread pool starts on the first parallel loop */
       struct mallinfo2 before = mallinfo2();
-      train_steps(o, e, &s, &p, 3);
+      train_steps(o, e, g, &s, &p, 3);
       struct mallinfo2 after = mallinfo2();
       CHECK(before.uordblks == after.uordblks, "%s steps allocated: heap in use %zu -> %zu bytes",
             cx_optim_kind_name(c.kind), before.uordblks, after.uordblks);
     }
     cx_optimizer_free(o);
     cx_ema_free(e);
+    cx_grad_ops_free(g);
     problem_free(&p);
   }
 }
@@ -923,11 +998,12 @@ static void fit_tiny_cnn(cx_optim_kind kind, float lr) {
   }
   cx_optim_config c = cx_optim_defaults(kind);
   cx_optimizer *o = NULL;
-  CHECK(cx_optimizer_create(&c, n, params, NULL, &o) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_optimizer_create(&c, cpu, NULL, n, params, NULL, &o) == CX_OK,
+        "create: %s", cx_last_error());
   float first = 0, last = 0;
   for (int step = 0; o && step < 100; step++) {
     if (cx_program_forward(p) != CX_OK || cx_program_backward(p) != CX_OK) break;
-    cx_grad_clip_global_norm(grads, n, 5.0f);
+    clip_global_norm(grads, n, 5.0f);
     cx_optimizer_step(o, grads, lr);
     last = *(float *)cx_program_tensor(p, "loss")->data;
     if (step == 0) first = last;
@@ -940,6 +1016,7 @@ static void fit_tiny_cnn(cx_optim_kind kind, float lr) {
 }
 
 int main(void) {
+  cpu = cx_backend_cpu();
   test_optimizers();
   cx_cpu_force_portable(true);
   printf("-- portable paths --\n");

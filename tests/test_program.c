@@ -210,7 +210,8 @@ static void test_tiny_cnn_fits(void) {
   }
   cx_optim_config c = cx_optim_defaults(CX_OPTIM_SGD);
   cx_optimizer *opt = NULL;
-  CHECK(n <= 64 && cx_optimizer_create(&c, n, params, NULL, &opt) == CX_OK, "sgd: %s",
+  CHECK(n <= 64 && cx_optimizer_create(&c, cx_program_backend(p), cx_program_stream(p), n, params,
+                                        NULL, &opt) == CX_OK, "sgd: %s",
         cx_last_error());
   float first = 0, last = 0;
   for (int step = 0; opt && step < 150; step++) {

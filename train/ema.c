@@ -5,26 +5,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PARALLEL_MIN 32768
+#include "../core/op_call.h"
 
 struct cx_ema {
   cx_ema_config c;
+  const cx_backend *b;
+  cx_stream *s;
   int n;
   int64_t updates;
   bool swapped;
   cx_tensor *avg; /* views into block */
   char **names;
-  float *block;
+  cx_op_call **update; /* EMAUpdate per tensor */
+  void *block;
+  void *decay, *tmp;   /* on the backend: d (f32 []), and room for the largest tensor (swaps) */
+  cx_tensor decay_t;
 };
 
 cx_ema_config cx_ema_defaults(void) {
   return (cx_ema_config){.decay = 0.9999f, .warmup_gamma = 1.0f, .warmup_power = 2.0f / 3.0f};
 }
 
-static cx_status check_tensor(const cx_tensor *t, const char *name) {
-  if (!t || !t->data || t->dtype != CX_F32 || t->device.kind != CX_DEVICE_CPU ||
+static cx_status check_tensor(const cx_ema *e, const cx_tensor *t, const char *name) {
+  if (!t || !t->data || t->dtype != CX_F32 || t->device.kind != e->b->device ||
       !cx_tensor_is_contiguous(t))
-    return cx_fail(CX_ERR_ARG, "EMA: '%s' must be a contiguous f32 tensor in host memory", name);
+    return cx_fail(CX_ERR_ARG, "EMA: '%s' must be a contiguous f32 tensor of the %s backend",
+                   name, e->b->name);
   return CX_OK;
 }
 
@@ -37,32 +43,63 @@ static cx_status check_config(const cx_ema_config *c) {
   return CX_OK;
 }
 
-static cx_status fill(cx_ema *e, cx_tensor *const *tensors, const char *const *names) {
-  int64_t total = 0;
+static cx_tensor backend_view(const cx_ema *e, const cx_shape *s, void *data) {
+  cx_tensor v = cx_tensor_view(CX_F32, s, data);
+  v.device.kind = e->b->device;
+  return v;
+}
+
+/* The average's block, a copy of the tensors, and the scalars. */
+static cx_status allocate(cx_ema *e, cx_tensor *const *tensors) {
+  int64_t total = 0, largest = 0;
   for (int i = 0; i < e->n; i++) {
-    char fallback[32];
-    snprintf(fallback, sizeof fallback, "param%d", i);
-    const char *name = names && names[i] ? names[i] : fallback;
-    CX_TRY(check_tensor(tensors[i], name));
-    size_t len = strlen(name) + 5;
-    if (!(e->names[i] = malloc(len))) return cx_fail(CX_ERR_NOMEM, "out of memory");
-    snprintf(e->names[i], len, "ema/%s", name);
-    total += cx_tensor_numel(tensors[i]);
+    int64_t m = cx_tensor_numel(tensors[i]);
+    total += m;
+    largest = m > largest ? m : largest;
   }
-  e->block = malloc(sizeof(float) * (size_t)(total + 1));
-  if (!e->block) return cx_fail(CX_ERR_NOMEM, "out of memory for the EMA of %lld weights",
-                                (long long)total);
+  e->block = e->b->alloc(sizeof(float) * (size_t)(total + 1));
+  e->tmp = e->b->alloc(sizeof(float) * (size_t)(largest + 1));
+  e->decay = e->b->alloc(sizeof(float));
+  if (!e->block || !e->tmp || !e->decay)
+    return cx_fail(CX_ERR_NOMEM, "out of memory for the EMA of %lld weights", (long long)total);
+  cx_shape scalar = {0};
+  e->decay_t = backend_view(e, &scalar, e->decay);
   float *at = e->block;
   for (int i = 0; i < e->n; i++) {
-    e->avg[i] = cx_tensor_view(CX_F32, &tensors[i]->shape, at);
-    memcpy(at, tensors[i]->data, cx_tensor_nbytes(tensors[i]));
+    e->avg[i] = backend_view(e, &tensors[i]->shape, at);
+    CX_TRY(cx_backend_copy(e->b, &e->avg[i], tensors[i], e->s));
     at += cx_tensor_numel(tensors[i]);
   }
   return CX_OK;
 }
 
-cx_status cx_ema_create(const cx_ema_config *c, int n, cx_tensor *const *tensors,
-                        const char *const *names, cx_ema **out) {
+static cx_status add_updates(cx_ema *e) {
+  for (int i = 0; i < e->n; i++) {
+    char name[300];
+    snprintf(name, sizeof name, "EMAUpdate(%s)", e->names[i] + 4);
+    cx_tensor in[3] = {e->decay_t, e->avg[i], e->avg[i]}; /* x has the average's shape */
+    cx_op_call_desc d = {.op = "EMAUpdate", .name = name, .in = in, .n_in = 3};
+    CX_TRY(cx_op_call_create(e->b, e->s, &d, &e->update[i]));
+  }
+  return CX_OK;
+}
+
+static cx_status fill(cx_ema *e, cx_tensor *const *tensors, const char *const *names) {
+  for (int i = 0; i < e->n; i++) {
+    char fallback[32];
+    snprintf(fallback, sizeof fallback, "param%d", i);
+    const char *name = names && names[i] ? names[i] : fallback;
+    CX_TRY(check_tensor(e, tensors[i], name));
+    size_t len = strlen(name) + 5;
+    if (!(e->names[i] = malloc(len))) return cx_fail(CX_ERR_NOMEM, "out of memory");
+    snprintf(e->names[i], len, "ema/%s", name);
+  }
+  CX_TRY(allocate(e, tensors));
+  return add_updates(e);
+}
+
+cx_status cx_ema_create(const cx_ema_config *c, const cx_backend *b, cx_stream *s, int n,
+                        cx_tensor *const *tensors, const char *const *names, cx_ema **out) {
   *out = NULL;
   CX_TRY(check_config(c));
   if (n < 0 || (n > 0 && !tensors))
@@ -70,14 +107,17 @@ cx_status cx_ema_create(const cx_ema_config *c, int n, cx_tensor *const *tensors
   cx_ema *e = calloc(1, sizeof *e);
   if (!e) return cx_fail(CX_ERR_NOMEM, "out of memory");
   e->c = *c;
+  e->b = b;
+  e->s = s;
   e->n = n;
   e->avg = calloc((size_t)n + 1, sizeof *e->avg);
   e->names = calloc((size_t)n + 1, sizeof *e->names);
-  cx_status s = e->avg && e->names ? fill(e, tensors, names)
-                                   : cx_fail(CX_ERR_NOMEM, "out of memory");
-  if (s != CX_OK) {
+  e->update = calloc((size_t)n + 1, sizeof *e->update);
+  cx_status st = e->avg && e->names && e->update ? fill(e, tensors, names)
+                                                 : cx_fail(CX_ERR_NOMEM, "out of memory");
+  if (st != CX_OK) {
     cx_ema_free(e);
-    return s;
+    return st;
   }
   *out = e;
   return CX_OK;
@@ -86,16 +126,20 @@ cx_status cx_ema_create(const cx_ema_config *c, int n, cx_tensor *const *tensors
 void cx_ema_free(cx_ema *e) {
   if (!e) return;
   for (int i = 0; e->names && i < e->n; i++) free(e->names[i]);
+  for (int i = 0; e->update && i < e->n; i++) cx_op_call_free(e->update[i]);
   free(e->names);
+  free(e->update);
   free(e->avg);
-  free(e->block);
+  if (e->block) e->b->free(e->block);
+  if (e->tmp) e->b->free(e->tmp);
+  if (e->decay) e->b->free(e->decay);
   free(e);
 }
 
 static cx_status check_list(const cx_ema *e, cx_tensor *const *tensors, const char *what) {
   for (int i = 0; i < e->n; i++) {
-    CX_TRY(check_tensor(tensors[i], e->names[i] + 4));
-    if (cx_tensor_numel(tensors[i]) != cx_tensor_numel(&e->avg[i])) {
+    CX_TRY(check_tensor(e, tensors[i], e->names[i] + 4));
+    if (!cx_shape_equal(&tensors[i]->shape, &e->avg[i].shape)) {
       char a[CX_SHAPE_STR], b[CX_SHAPE_STR];
       return cx_fail(CX_ERR_SHAPE, "EMA %s: '%s' is %s; its average is %s", what,
                      e->names[i] + 4, cx_shape_str(&tensors[i]->shape, a),
@@ -116,30 +160,27 @@ cx_status cx_ema_update(cx_ema *e, cx_tensor *const *tensors) {
   if (e->swapped)
     return cx_fail(CX_ERR_ARG, "EMA update while the average is swapped in; swap it out first");
   CX_TRY(check_list(e, tensors, "update"));
-  const float d = cx_ema_decay(e), a = (float)(1.0 - d);
+  const float d = cx_ema_decay(e);
+  CX_TRY(cx_backend_upload(e->b, &e->decay_t, &d, e->s));
   for (int i = 0; i < e->n; i++) {
-    float *avg = e->avg[i].data;
-    const float *w = tensors[i]->data;
-    int64_t m = cx_tensor_numel(tensors[i]);
-#pragma omp parallel for simd if (m >= PARALLEL_MIN)
-    for (int64_t j = 0; j < m; j++) avg[j] = d * avg[j] + a * w[j];
+    cx_tensor in[3] = {e->decay_t, e->avg[i], *tensors[i]};
+    CX_TRY(cx_op_call_run(e->update[i], in, NULL));
   }
   e->updates++;
   return CX_OK;
 }
 
+/* Three copies through room for the largest tensor. */
+static cx_status swap_one(cx_ema *e, cx_tensor *avg, const cx_tensor *w) {
+  cx_tensor tmp = backend_view(e, &avg->shape, e->tmp);
+  CX_TRY(cx_backend_copy(e->b, &tmp, avg, e->s));
+  CX_TRY(cx_backend_copy(e->b, avg, w, e->s));
+  return cx_backend_copy(e->b, w, &tmp, e->s);
+}
+
 cx_status cx_ema_swap(cx_ema *e, cx_tensor *const *tensors) {
   CX_TRY(check_list(e, tensors, "swap"));
-  for (int i = 0; i < e->n; i++) {
-    float *avg = e->avg[i].data, *w = tensors[i]->data;
-    int64_t m = cx_tensor_numel(tensors[i]);
-#pragma omp parallel for simd if (m >= PARALLEL_MIN)
-    for (int64_t j = 0; j < m; j++) {
-      float t = avg[j];
-      avg[j] = w[j];
-      w[j] = t;
-    }
-  }
+  for (int i = 0; i < e->n; i++) CX_TRY(swap_one(e, &e->avg[i], tensors[i]));
   e->swapped = !e->swapped;
   return CX_OK;
 }
@@ -150,8 +191,7 @@ cx_status cx_ema_copy_to(const cx_ema *e, cx_tensor *const *tensors) {
   if (e->swapped)
     return cx_fail(CX_ERR_ARG, "EMA copy while the average is swapped in; swap it out first");
   CX_TRY(check_list(e, tensors, "copy"));
-  for (int i = 0; i < e->n; i++)
-    memcpy(tensors[i]->data, e->avg[i].data, cx_tensor_nbytes(&e->avg[i]));
+  for (int i = 0; i < e->n; i++) CX_TRY(cx_backend_copy(e->b, tensors[i], &e->avg[i], e->s));
   return CX_OK;
 }
 

@@ -2,8 +2,6 @@
 
 #include <math.h>
 
-#define PARALLEL_MIN 32768
-
 cx_loss_scaler cx_loss_scaler_defaults(void) {
   return (cx_loss_scaler){.scale = 65536.0f, .growth_factor = 2.0f, .backoff_factor = 0.5f,
                           .growth_interval = 2000};
@@ -22,23 +20,12 @@ cx_status cx_loss_scaler_check(const cx_loss_scaler *s) {
   return CX_OK;
 }
 
-/* One pass: scale, and sum x * 0, which is NaN when any result is inf or NaN. */
-static bool unscale(float *g, int64_t n, float inv) {
-  float z = 0;
-#pragma omp parallel for simd reduction(+ : z) if (n >= PARALLEL_MIN)
-  for (int64_t i = 0; i < n; i++) {
-    g[i] *= inv;
-    z += g[i] * 0.0f;
-  }
-  return z == 0;
-}
-
-bool cx_loss_scaler_unscale(const cx_loss_scaler *s, cx_tensor *const *grads, int n) {
-  float inv = (float)(1.0 / (double)s->scale);
-  bool ok = true;
-  for (int k = 0; k < n; k++)
-    if (grads[k]) ok &= unscale(grads[k]->data, cx_tensor_numel(grads[k]), inv);
-  return ok;
+/* Two passes where there was one (scale, then scan): the same numbers, and a pass over the
+ * gradients is small beside a training step. */
+cx_status cx_loss_scaler_unscale(const cx_loss_scaler *s, cx_grad_ops *ops,
+                                 cx_tensor *const *grads, bool *finite) {
+  CX_TRY(cx_grad_scale(ops, grads, (float)(1.0 / (double)s->scale)));
+  return cx_grads_finite(ops, grads, finite);
 }
 
 void cx_loss_scaler_update(cx_loss_scaler *s, bool finite) {

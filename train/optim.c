@@ -5,27 +5,35 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim_impl.h"
+#include "../core/op_call.h"
 
 /* State slices start on 64-byte boundaries so that vector loads of each tensor are aligned. */
 #define CX_OPTIM_ALIGN 16 /* floats */
+
+static const char *const op_names[] = {"SGDUpdate", "AdamWUpdate", "LAMBUpdate"};
 
 typedef struct cx_optim_param {
   cx_tensor *t;
   char *name;
   bool decay;
+  cx_op_call *update;
 } cx_optim_param;
 
 struct cx_optimizer {
   cx_optim_config c;
+  const cx_backend *b;
+  cx_stream *s;
   int n, per_param; /* parameters; state tensors per parameter */
   int64_t steps;
   cx_optim_param *p;
   cx_tensor *state;    /* n * per_param views into block */
   char **state_names;
-  float *block;
+  void *block;
+  /* the update's scalar inputs on the backend: the learning rate (f32) at byte 0 and the step
+   * (int64) at byte 8 of hyper, written by one upload of all 16 bytes (hyper_t) per step */
+  void *hyper;
+  cx_tensor lr_t, step_t, hyper_t;
 };
-
 static const char *const kind_names[] = {"sgd", "adamw", "lamb"};
 
 const char *cx_optim_kind_name(cx_optim_kind kind) {
@@ -71,16 +79,18 @@ static cx_status check_config(const cx_optim_config *c) {
   return CX_OK;
 }
 
-static cx_status check_param(const cx_tensor *t, const char *name) {
+static cx_status check_tensor(const cx_optimizer *o, const cx_tensor *t, const char *what,
+                              const char *name) {
   char buf[CX_SHAPE_STR];
-  if (!t || !t->data) return cx_fail(CX_ERR_ARG, "optimizer: parameter '%s' has no data", name);
+  if (!t || !t->data) return cx_fail(CX_ERR_ARG, "optimizer: %s '%s' has no data", what, name);
   if (t->dtype != CX_F32)
-    return cx_fail(CX_ERR_ARG, "optimizer: parameter '%s' is %s; it updates f32 master weights",
+    return cx_fail(CX_ERR_ARG, "optimizer: %s '%s' is %s; it updates f32 master weights", what,
                    name, cx_dtype_name(t->dtype));
-  if (t->device.kind != CX_DEVICE_CPU)
-    return cx_fail(CX_ERR_UNSUPPORTED, "optimizer: parameter '%s' is not in host memory", name);
+  if (t->device.kind != o->b->device)
+    return cx_fail(CX_ERR_UNSUPPORTED, "optimizer: %s '%s' is not on the %s backend", what, name,
+                   o->b->name);
   if (!cx_tensor_is_contiguous(t))
-    return cx_fail(CX_ERR_ARG, "optimizer: parameter '%s' %s is not contiguous", name,
+    return cx_fail(CX_ERR_ARG, "optimizer: %s '%s' %s is not contiguous", what, name,
                    cx_shape_str(&t->shape, buf));
   return CX_OK;
 }
@@ -104,7 +114,7 @@ static cx_status add_params(cx_optimizer *o, cx_tensor *const *params, const cha
     char fallback[32];
     snprintf(fallback, sizeof fallback, "param%d", i);
     const char *name = names && names[i] ? names[i] : fallback;
-    CX_TRY(check_param(params[i], name));
+    CX_TRY(check_tensor(o, params[i], "parameter", name));
     o->p[i].t = params[i];
     o->p[i].decay = o->c.decay_norm_and_bias || params[i]->shape.ndim >= 2;
     if (!(o->p[i].name = strdup(name))) return cx_fail(CX_ERR_NOMEM, "out of memory");
@@ -112,16 +122,20 @@ static cx_status add_params(cx_optimizer *o, cx_tensor *const *params, const cha
   return CX_OK;
 }
 
-/* One zeroed block holds every state tensor. */
+static cx_tensor backend_view(const cx_optimizer *o, cx_dtype t, const cx_shape *s, void *data) {
+  cx_tensor v = cx_tensor_view(t, s, data);
+  v.device.kind = o->b->device;
+  return v;
+}
+
+/* One zeroed block of the backend holds every state tensor. */
 static cx_status add_state(cx_optimizer *o) {
   int64_t total = 0;
   for (int i = 0; i < o->n; i++) total += padded(cx_tensor_numel(o->p[i].t)) * o->per_param;
   size_t bytes = sizeof(float) * (size_t)(total > 0 ? total : 1);
-  void *block = NULL;
-  if (posix_memalign(&block, 64, bytes) != 0)
+  if (!(o->block = o->b->alloc(bytes)))
     return cx_fail(CX_ERR_NOMEM, "out of memory for optimizer state (%zu bytes)", bytes);
-  o->block = block;
-  memset(block, 0, bytes);
+  o->b->memset_zero(o->block, bytes, o->s);
   int m = o->n * o->per_param;
   o->state = calloc((size_t)m + 1, sizeof *o->state);
   o->state_names = calloc((size_t)m + 1, sizeof *o->state_names);
@@ -130,7 +144,7 @@ static cx_status add_state(cx_optimizer *o) {
   for (int i = 0; i < o->n; i++)
     for (int j = 0; j < o->per_param; j++) {
       int k = i * o->per_param + j;
-      o->state[k] = cx_tensor_view(CX_F32, &o->p[i].t->shape, at);
+      o->state[k] = backend_view(o, CX_F32, &o->p[i].t->shape, at);
       at += padded(cx_tensor_numel(o->p[i].t));
       size_t len = strlen(state_prefix(&o->c, j)) + strlen(o->p[i].name) + 2;
       if (!(o->state_names[k] = malloc(len))) return cx_fail(CX_ERR_NOMEM, "out of memory");
@@ -139,8 +153,54 @@ static cx_status add_state(cx_optimizer *o) {
   return CX_OK;
 }
 
-cx_status cx_optimizer_create(const cx_optim_config *c, int n, cx_tensor *const *params,
-                              const char *const *names, cx_optimizer **out) {
+static cx_status add_hyper(cx_optimizer *o) {
+  if (!(o->hyper = o->b->alloc(16))) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  cx_shape scalar = {0}, bytes = {1, {16}};
+  o->lr_t = backend_view(o, CX_F32, &scalar, o->hyper);
+  o->step_t = backend_view(o, CX_S64, &scalar, (char *)o->hyper + 8);
+  o->hyper_t = backend_view(o, CX_U8, &bytes, o->hyper);
+  return CX_OK;
+}
+
+/* The update op's inputs for parameter i: R, T (AdamW, LAMB), X, G, state. */
+static int update_inputs(const cx_optimizer *o, int i, const cx_tensor *g, cx_tensor *in) {
+  int k = 0;
+  in[k++] = o->lr_t;
+  if (o->c.kind != CX_OPTIM_SGD) in[k++] = o->step_t;
+  in[k++] = *o->p[i].t;
+  in[k++] = *g;
+  for (int j = 0; j < o->per_param; j++) in[k++] = o->state[i * o->per_param + j];
+  return k;
+}
+
+/* One update op per parameter, prepared for the parameter's shape (its gradient's). */
+static cx_status add_updates(cx_optimizer *o) {
+  const cx_optim_config *c = &o->c;
+  for (int i = 0; i < o->n; i++) {
+    float wd = o->p[i].decay ? c->weight_decay : 0.0f;
+    cx_attr sgd[] = {{.name = "momentum", .type = CX_ATTR_FLOAT, .f = c->momentum},
+                     {.name = "nesterov", .type = CX_ATTR_INT, .i = c->nesterov},
+                     {.name = "weight_decay", .type = CX_ATTR_FLOAT, .f = wd}};
+    cx_attr adam[] = {{.name = "weight_decay", .type = CX_ATTR_FLOAT, .f = wd},
+                      {.name = "beta1", .type = CX_ATTR_FLOAT, .f = c->beta1},
+                      {.name = "beta2", .type = CX_ATTR_FLOAT, .f = c->beta2},
+                      {.name = "epsilon", .type = CX_ATTR_FLOAT, .f = c->eps},
+                      {.name = "always_adapt", .type = CX_ATTR_INT, .i = c->always_adapt}};
+    cx_tensor in[6];
+    char name[300];
+    snprintf(name, sizeof name, "%s(%s)", op_names[c->kind], o->p[i].name);
+    bool is_sgd = c->kind == CX_OPTIM_SGD;
+    cx_op_call_desc d = {.op = op_names[c->kind], .name = name, .attrs = is_sgd ? sgd : adam,
+                         .n_attrs = is_sgd ? 3 : c->kind == CX_OPTIM_LAMB ? 5 : 4, .in = in,
+                         .n_in = update_inputs(o, i, o->p[i].t, in)};
+    CX_TRY(cx_op_call_create(o->b, o->s, &d, &o->p[i].update));
+  }
+  return CX_OK;
+}
+
+cx_status cx_optimizer_create(const cx_optim_config *c, const cx_backend *b, cx_stream *s, int n,
+                              cx_tensor *const *params, const char *const *names,
+                              cx_optimizer **out) {
   *out = NULL;
   CX_TRY(check_config(c));
   if (n < 0 || (n > 0 && !params))
@@ -148,14 +208,18 @@ cx_status cx_optimizer_create(const cx_optim_config *c, int n, cx_tensor *const 
   cx_optimizer *o = calloc(1, sizeof *o);
   if (!o) return cx_fail(CX_ERR_NOMEM, "out of memory");
   o->c = *c;
+  o->b = b;
+  o->s = s;
   o->n = n;
   o->per_param = states_per_param(c);
   o->p = calloc((size_t)n + 1, sizeof *o->p);
-  cx_status s = o->p ? add_params(o, params, names) : cx_fail(CX_ERR_NOMEM, "out of memory");
-  if (s == CX_OK) s = add_state(o);
-  if (s != CX_OK) {
+  cx_status st = o->p ? add_params(o, params, names) : cx_fail(CX_ERR_NOMEM, "out of memory");
+  if (st == CX_OK) st = add_state(o);
+  if (st == CX_OK) st = add_hyper(o);
+  if (st == CX_OK) st = add_updates(o);
+  if (st != CX_OK) {
     cx_optimizer_free(o);
-    return s;
+    return st;
   }
   *out = o;
   return CX_OK;
@@ -163,23 +227,25 @@ cx_status cx_optimizer_create(const cx_optim_config *c, int n, cx_tensor *const 
 
 void cx_optimizer_free(cx_optimizer *o) {
   if (!o) return;
-  for (int i = 0; o->p && i < o->n; i++) free(o->p[i].name);
+  for (int i = 0; o->p && i < o->n; i++) {
+    free(o->p[i].name);
+    cx_op_call_free(o->p[i].update);
+  }
   for (int k = 0; o->state_names && k < o->n * o->per_param; k++) free(o->state_names[k]);
   free(o->p);
   free(o->state);
   free(o->state_names);
-  free(o->block);
+  if (o->block) o->b->free(o->block);
+  if (o->hyper) o->b->free(o->hyper);
   free(o);
 }
 
 static cx_status check_grad(const cx_optimizer *o, int i, const cx_tensor *g) {
   char a[CX_SHAPE_STR], b[CX_SHAPE_STR];
   const char *name = o->p[i].name;
-  if (!g || !g->data) return cx_fail(CX_ERR_ARG, "optimizer: no gradient for '%s'", name);
-  if (g->dtype != CX_F32 || g->device.kind != CX_DEVICE_CPU || !cx_tensor_is_contiguous(g))
-    return cx_fail(CX_ERR_ARG, "optimizer: gradient of '%s' must be contiguous f32 in host memory",
-                   name);
-  if (cx_tensor_numel(g) != cx_tensor_numel(o->p[i].t))
+  if (!g) return cx_fail(CX_ERR_ARG, "optimizer: no gradient for '%s'", name);
+  CX_TRY(check_tensor(o, g, "gradient of", name));
+  if (!cx_shape_equal(&g->shape, &o->p[i].t->shape))
     return cx_fail(CX_ERR_SHAPE, "optimizer: gradient of '%s' is %s; the parameter is %s", name,
                    cx_shape_str(&g->shape, a), cx_shape_str(&o->p[i].t->shape, b));
   return CX_OK;
@@ -189,17 +255,16 @@ cx_status cx_optimizer_step(cx_optimizer *o, cx_tensor *const *grads, float lr) 
   if (!(lr >= 0) || isinf(lr))
     return cx_fail(CX_ERR_ARG, "optimizer: learning rate %g must be finite and >= 0", lr);
   for (int i = 0; i < o->n; i++) CX_TRY(check_grad(o, i, grads ? grads[i] : NULL));
-  int64_t t = ++o->steps;
+  int64_t t = o->steps + 1;
+  unsigned char hyper[16] = {0};
+  memcpy(hyper, &lr, sizeof lr);
+  memcpy(hyper + 8, &t, sizeof t);
+  CX_TRY(cx_backend_upload(o->b, &o->hyper_t, hyper, o->s));
+  o->steps = t;
   for (int i = 0; i < o->n; i++) {
-    cx_optim_slot s = {.w = o->p[i].t->data, .g = grads[i]->data,
-                       .n = cx_tensor_numel(o->p[i].t),
-                       .wd = o->p[i].decay ? o->c.weight_decay : 0.0f};
-    for (int j = 0; j < o->per_param; j++) s.s[j] = o->state[i * o->per_param + j].data;
-    switch (o->c.kind) {
-    case CX_OPTIM_SGD: cx_optim_sgd_update(&o->c, &s, lr); break;
-    case CX_OPTIM_ADAMW: cx_optim_adamw_update(&o->c, &s, lr, t); break;
-    case CX_OPTIM_LAMB: cx_optim_lamb_update(&o->c, &s, lr, t); break;
-    }
+    cx_tensor in[6];
+    update_inputs(o, i, grads[i], in);
+    CX_TRY(cx_op_call_run(o->p[i].update, in, NULL));
   }
   return CX_OK;
 }

@@ -14,8 +14,14 @@ cx_status cx_optimizer_for_program(const cx_optim_config *c, cx_program *p, cx_o
   int n = cx_program_param_count(p);
   cx_tensor **params = calloc((size_t)n + 1, sizeof *params);
   const char **names = calloc((size_t)n + 1, sizeof *names);
+  if (!params || !names) {
+    free(params);
+    free(names);
+    return cx_fail(CX_ERR_NOMEM, "out of memory");
+  }
   gather(p, params, NULL, names);
-  cx_status s = cx_optimizer_create(c, n, params, names, out);
+  cx_status s = cx_optimizer_create(c, cx_program_backend(p), cx_program_stream(p), n, params,
+                                    names, out);
   free(params);
   free(names);
   return s;

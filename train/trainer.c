@@ -66,9 +66,11 @@ typedef struct run {
   bool last_micro;         /* the micro-batch running is its step's last (grad_ready) */
   cx_tensor *input, *labels, *targets, *loss, *logits; /* in the training program */
   float *logits_host;      /* the logits, read back each micro-batch for the accuracy */
-  float *host_buf;         /* one parameter or gradient read back (diagnostics) */
   int n_params;
-  cx_tensor **params, **grads, **acc; /* acc: accumulated gradients (accum_steps > 1) */
+  cx_tensor **params, **grads;
+  cx_grad_ops *gops;     /* norms, clipping, scaling, accumulation on the program's backend */
+  cx_tensor *const *acc; /* accumulated gradients (accum_steps > 1), gops's buffers */
+  double *sq;            /* per-parameter squared norms of gradients and weights (diagnostics) */
   int64_t micro, classes, per_epoch, total;
   bool soft, bar_open;
   /* checkpoint contents: parameters and statistics (/params); optimizer state, the log window,
@@ -106,7 +108,8 @@ static cx_status list_params(run *r) {
   r->grads = calloc(n, sizeof *r->grads);
   r->layers = calloc(n, sizeof *r->layers);
   r->layer_param = calloc(n, sizeof *r->layer_param);
-  if (!r->params || !r->grads || !r->layers || !r->layer_param) return alloc_fail();
+  r->sq = calloc(2 * n, sizeof *r->sq);
+  if (!r->params || !r->grads || !r->layers || !r->layer_param || !r->sq) return alloc_fail();
   for (int k = 0; k < r->n_params; k++) {
     r->params[k] = cx_program_param(r->train, k);
     r->grads[k] = cx_program_param_grad(r->train, k);
@@ -122,18 +125,13 @@ static cx_status create_optimizer(run *r) {
   const char **names = calloc((size_t)r->n_params + 1, sizeof *names);
   if (!names) return alloc_fail();
   for (int k = 0; k < r->n_params; k++) names[k] = cx_program_param_name(r->train, k);
-  cx_status s = cx_optimizer_create(&r->o->optim, r->n_params, r->params, names, &r->opt);
+  const cx_backend *b = cx_program_backend(r->train);
+  cx_stream *st = cx_program_stream(r->train);
+  cx_status s = cx_optimizer_create(&r->o->optim, b, st, r->n_params, r->params, names, &r->opt);
   free(names);
-  if (s != CX_OK || r->o->accum_steps <= 1) return s;
-  r->acc = calloc((size_t)r->n_params + 1, sizeof *r->acc);
-  if (!r->acc) return alloc_fail();
-  for (int k = 0; k < r->n_params; k++) {
-    const cx_tensor *g = r->grads[k];
-    void *data = malloc(cx_tensor_nbytes(g) + 1);
-    r->acc[k] = malloc(sizeof(cx_tensor));
-    if (!data || !r->acc[k]) return free(data), alloc_fail();
-    *r->acc[k] = cx_tensor_view(CX_F32, &g->shape, data);
-  }
+  if (s != CX_OK) return s;
+  CX_TRY(cx_grad_ops_create(b, st, r->n_params, r->grads, r->o->accum_steps > 1, &r->gops));
+  r->acc = cx_grad_accumulated(r->gops);
   return CX_OK;
 }
 
@@ -234,7 +232,8 @@ static cx_status list_extension_state(run *r) {
  * tensors and its update count. */
 static cx_status open_ema(run *r) {
   if (!r->o->use_ema) return CX_OK;
-  CX_TRY(cx_ema_create(&r->o->ema, r->ck.n, r->ck.at, r->ck.names, &r->ema));
+  CX_TRY(cx_ema_create(&r->o->ema, cx_program_backend(r->train), cx_program_stream(r->train),
+                       r->ck.n, r->ck.at, r->ck.names, &r->ema));
   for (int i = 0; i < cx_ema_count(r->ema); i++)
     CX_TRY(ck_add(&r->ck_state, cx_ema_name(r->ema, i), cx_ema_tensor(r->ema, i), true));
   cx_shape one = {1, {1}};
@@ -301,12 +300,8 @@ static cx_status find_io(run *r) {
   if (!r->input || !r->loss || (r->soft && !r->targets))
     return cx_fail(CX_ERR_ARG, "the training graph has no 'input', 'loss'%s", r->soft ?
                    " or 'targets' (mixup/cutmix)" : "");
-  size_t most = 0;
-  for (int k = 0; k < r->n_params; k++)
-    if (cx_tensor_nbytes(r->params[k]) > most) most = cx_tensor_nbytes(r->params[k]);
   r->logits_host = malloc(cx_tensor_nbytes(r->logits) + 1);
-  r->host_buf = malloc(most + 1);
-  return r->logits_host && r->host_buf ? CX_OK : alloc_fail();
+  return r->logits_host ? CX_OK : alloc_fail();
 }
 
 static cx_status open_extensions(run *r) {
@@ -345,17 +340,13 @@ static void close_run(run *r) {
   cx_program_free(r->eval);
   cx_loader_close(r->loader);
   cx_optimizer_free(r->opt);
-  for (int k = 0; r->acc && k < r->n_params; k++) {
-    if (r->acc[k]) free(r->acc[k]->data);
-    free(r->acc[k]);
-  }
-  free(r->acc);
+  cx_grad_ops_free(r->gops);
+  free(r->sq);
   free(r->params);
   free(r->grads);
   free(r->layers);
   free(r->layer_param);
   free(r->logits_host);
-  free(r->host_buf);
   ck_free(&r->ck);
   ck_free(&r->ck_state);
   cx_train_profiler_free(&r->prof);
@@ -520,16 +511,6 @@ static cx_status micro_step(run *r, const cx_batch *b, double *loss, cx_eval_sum
   return cx_train_profiler_micro(&r->prof, r->train, r->step + 1);
 }
 
-/* The L2 norm of a parameter or gradient, read back to the host (the diagnostics, on logged
- * steps only); NAN when it cannot be read. */
-static double norm2(const run *r, const cx_tensor *t) {
-  if (cx_program_read(r->train, t, r->host_buf) != CX_OK) return cx_error_clear(), NAN;
-  const float *x = r->host_buf;
-  double s = 0;
-  for (int64_t i = 0; i < cx_tensor_numel(t); i++) s += (double)x[i] * x[i];
-  return sqrt(s);
-}
-
 static void note(run *r, const char *fmt, const char *text) {
   if (r->bar_open) fputc('\n', r->log);
   r->bar_open = false;
@@ -538,22 +519,27 @@ static void note(run *r, const char *fmt, const char *text) {
 }
 
 /* On logged steps: per-layer norms for the gradient diagnostics, before clipping. */
-static void diagnose_gradients(run *r, cx_tensor *const *g, double global, cx_train_result *res) {
+static cx_status diagnose_gradients(run *r, cx_tensor *const *g, double global,
+                                    cx_train_result *res) {
+  double *grad = r->sq, *weight = r->sq + r->n_params;
+  CX_TRY(cx_grad_sq_norms(r->gops, g, grad));
+  CX_TRY(cx_grad_sq_norms(r->gops, r->params, weight));
   for (int i = 0; i < r->n_layers; i++) {
     int k = r->layer_param[i];
-    r->layers[i].grad = norm2(r, g[k]);
-    r->layers[i].weight = norm2(r, r->params[k]);
+    r->layers[i].grad = sqrt(grad[k]);
+    r->layers[i].weight = sqrt(weight[k]);
   }
   const char *w = cx_diag_gradients(&r->diag, r->step + 1, global, r->layers, r->n_layers);
   if (w) note(r, "warning: %s\n", w), res->warnings++;
+  return CX_OK;
 }
 
 /* Unscales the gradients (loss scaling) and checks them. Non-finite ones stop training, naming
  * the op, except under dynamic loss scaling, which skips the step (*skip) and backs off. */
-static cx_status unscale_check(run *r, cx_tensor **g, bool *skip) {
-  bool dynamic = r->o->loss_scale_mode == CX_LOSS_SCALE_DYNAMIC;
-  bool finite = r->loss_seed ? cx_loss_scaler_unscale(&r->scaler, g, r->n_params)
-                             : cx_grads_finite(g, r->n_params);
+static cx_status unscale_check(run *r, cx_tensor *const *g, bool *skip) {
+  bool dynamic = r->o->loss_scale_mode == CX_LOSS_SCALE_DYNAMIC, finite;
+  CX_TRY(r->loss_seed ? cx_loss_scaler_unscale(&r->scaler, r->gops, g, &finite)
+                      : cx_grads_finite(r->gops, g, &finite));
   if (dynamic) cx_loss_scaler_update(&r->scaler, finite);
   *skip = !finite && dynamic && r->scaler.scale >= FLT_MIN;
   if (finite || *skip) return CX_OK;
@@ -579,11 +565,11 @@ static cx_status after_update(run *r, bool updated) {
 static cx_status apply_update(run *r, bool logged, double *grad_norm, float *lr,
                               cx_train_result *res) {
   const cx_train_opts *o = r->o;
-  cx_tensor **g = r->grads;
+  cx_tensor *const *g = r->grads;
   for (int e = 0; e < r->n_ext; e++)
     if (r->ext[e].before_update) CX_TRY(r->ext[e].before_update(r->ext[e].self, r->train));
   if (r->acc) {
-    cx_grad_scale(r->acc, r->n_params, 1.0f / (float)o->accum_steps);
+    CX_TRY(cx_grad_scale(r->gops, r->acc, 1.0f / (float)o->accum_steps));
     g = r->acc;
   }
   bool skip;
@@ -593,10 +579,14 @@ static cx_status apply_update(run *r, bool logged, double *grad_norm, float *lr,
     *grad_norm = INFINITY;
     return after_update(r, false);
   }
-  if (logged && o->diagnostics)
-    diagnose_gradients(r, g, cx_grad_global_norm(g, r->n_params), res);
-  *grad_norm = o->clip_norm > 0 ? cx_grad_clip_global_norm(g, r->n_params, o->clip_norm)
-                                : cx_grad_global_norm(g, r->n_params);
+  float norm;
+  if (logged && o->diagnostics) {
+    CX_TRY(cx_grad_global_norm(r->gops, g, &norm));
+    CX_TRY(diagnose_gradients(r, g, norm, res));
+  }
+  CX_TRY(o->clip_norm > 0 ? cx_grad_clip_global_norm(r->gops, g, o->clip_norm, &norm)
+                          : cx_grad_global_norm(r->gops, g, &norm));
+  *grad_norm = norm;
   double t0 = now();
   CX_TRY(cx_optimizer_step(r->opt, g, *lr));
   CX_TRY(after_update(r, true));
@@ -619,7 +609,7 @@ static cx_status train_step(run *r, bool logged, double *gnorm, float *lr, cx_tr
     double loss;
     r->last_micro = m == o->accum_steps - 1;
     CX_TRY(micro_step(r, &b, &loss, &acc));
-    if (r->acc) CX_TRY(cx_grad_accumulate(r->acc, r->grads, r->n_params, m == 0));
+    if (r->acc) CX_TRY(cx_grad_accumulate(r->gops, r->grads, m == 0));
     loss_sum += loss / o->accum_steps;
     r->images_log += (double)b.size;
     r->images_run += (double)b.size;

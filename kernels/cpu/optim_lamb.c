@@ -10,7 +10,7 @@
  * in double; the AVX-512 and portable paths differ only in the order of those sums. */
 #include <math.h>
 
-#include "../kernels/cpu/eltwise_engine.h"
+#include "eltwise_engine.h"
 #include "optim_impl.h"
 
 typedef struct lamb_coef {
@@ -109,7 +109,7 @@ static lamb_sums moments(const lamb_coef *k, const cx_optim_slot *p, bool vec) {
   return (lamb_sums){w2, u2};
 }
 
-void cx_optim_lamb_update(const cx_optim_config *c, const cx_optim_slot *p, float lr, int64_t t) {
+void cx_optim_lamb_update(const cx_optim_hyper *c, const cx_optim_slot *p, float lr, int64_t t) {
   const lamb_coef k = {.b1 = c->beta1, .b2 = c->beta2, .a1 = (float)(1.0 - c->beta1),
                        .a2 = (float)(1.0 - c->beta2),
                        .bc1 = (float)(1.0 - pow(c->beta1, (double)t)),

@@ -7,7 +7,7 @@
  * The portable loop does not vectorise: sqrtf sets errno, which the build does not turn off. */
 #include <math.h>
 
-#include "../kernels/cpu/eltwise_engine.h"
+#include "eltwise_engine.h"
 #include "optim_impl.h"
 
 typedef struct adamw_coef {
@@ -46,7 +46,7 @@ __attribute__((target("avx512f"))) static void adamw_avx512(const adamw_coef *k,
   }
 }
 
-void cx_optim_adamw_update(const cx_optim_config *c, const cx_optim_slot *p, float lr, int64_t t) {
+void cx_optim_adamw_update(const cx_optim_hyper *c, const cx_optim_slot *p, float lr, int64_t t) {
   const adamw_coef k = {.decay = (float)(1.0 - (double)lr * p->wd), .b1 = c->beta1, .b2 = c->beta2,
                         .a1 = (float)(1.0 - c->beta1), .a2 = (float)(1.0 - c->beta2),
                         .step_size = (float)(lr / (1.0 - pow(c->beta1, (double)t))),

@@ -29,7 +29,7 @@ static void nesterov(float *w, const float *g, float *buf, int64_t n, float lr, 
   }
 }
 
-void cx_optim_sgd_update(const cx_optim_config *c, const cx_optim_slot *p, float lr) {
+void cx_optim_sgd_update(const cx_optim_hyper *c, const cx_optim_slot *p, float lr) {
   if (c->momentum == 0) plain(p->w, p->g, p->n, lr, p->wd);
   else if (c->nesterov) nesterov(p->w, p->g, p->s[0], p->n, lr, p->wd, c->momentum);
   else momentum(p->w, p->g, p->s[0], p->n, lr, p->wd, c->momentum);
