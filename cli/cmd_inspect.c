@@ -6,6 +6,7 @@
 #include "../import/onnx.h"
 #include "commands.h"
 #include "onnx_common.h"
+#include "report.h"
 
 /* What inspect reports about a model: the graph after import (canonical ops, shape arithmetic
  * folded), shapes symbolic in the batch, and per node its parameters and multiply-accumulates
@@ -46,7 +47,7 @@ static cx_status analyse(model_report *r) {
   CX_TRY(cx_graph_infer_shapes(r->g, 1, r->one, r->dtype));
   for (int i = 0; i < r->g->n_nodes; i++) {
     r->params[i] = node_params(r->g, &r->g->nodes[i]);
-    r->macs[i] = cx_cli_node_macs(&r->g->nodes[i], r->one);
+    r->macs[i] = cx_report_node_macs(r->g, &r->g->nodes[i], r->one, NULL);
     r->total_macs += r->macs[i];
   }
   r->total_params = cx_graph_param_count(r->g);

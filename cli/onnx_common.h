@@ -21,11 +21,5 @@ const char *cx_cli_shape_str(const cx_shape *s, char *buf);
 cx_status cx_cli_load_model(const char *src, cx_graph **g, cx_onnx_info *info);
 /* Graph inputs (kind INPUT) in order: fills ids (up to max) and returns the count. */
 int cx_cli_graph_inputs(const cx_graph *g, int *ids, int max);
-/* Multiply-accumulates of one Conv, Gemm or MatMul node for one sample (0 for other ops), given
- * every value's shape at batch 1. */
-int64_t cx_cli_node_macs(const cx_node *n, const cx_shape *one);
-/* Trainable values and Conv/Gemm/MatMul multiply-accumulates per sample of a model (what
- * `compress inspect` totals). */
-cx_status cx_cli_graph_cost(const cx_graph *g, int64_t *params, int64_t *macs);
 
 #endif

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../data/data.h"
@@ -34,8 +33,8 @@ typedef struct builder {
   cx_report_model models[CX_STAGE_COUNT];
   cx_report_stage stages[CX_STAGE_COUNT];
   int n;
-  bool ort_missing;
-  char ort_version[64];
+  cx_report_measurer ms;
+  const char *teacher, *baseline; /* the rows the summary compares the last one with */
   char *class_names[256];
   char val_data[PATH_MAX];
   char note[1024];
@@ -43,32 +42,14 @@ typedef struct builder {
 
 /* ---- one model ---- */
 
-static void measure_latency(builder *b, const cx_graph *g, row *w) {
-  for (int i = 0; i < 2; i++) {
-    int64_t batch = i ? 32 : 1;
-    if (cx_report_cpu_latency(g, batch, RUNS, b->p->threads, &w->model.cpu_ms[i]) != CX_OK)
-      fprintf(stderr, "compress pipeline: warning: latency of %s not measured: %s\n", w->path,
-              cx_last_error());
-    if (b->ort_missing) continue;
-    cx_status s = cx_report_ort_latency(w->path, batch, RUNS, b->p->threads, &w->model.ort_ms[i],
-                                        b->ort_version, sizeof b->ort_version);
-    if (s == CX_ERR_UNSUPPORTED) b->ort_missing = true;
-    else if (s != CX_OK)
-      fprintf(stderr, "compress pipeline: warning: %s\n", cx_last_error());
-  }
-  cx_error_clear();
-}
-
+/* What could not be measured is in the row's cells; the terminal hears it too. */
 static cx_status measure(builder *b, row *w) {
-  struct stat st;
   cx_report_model *m = &w->model;
-  if (stat(w->path, &st) == 0) m->onnx_bytes = st.st_size;
-  cx_graph *g = NULL;
-  CX_TRY(cx_onnx_import(w->path, &g, NULL));
-  cx_status s = cx_cli_graph_cost(g, &m->params, &m->macs);
-  if (s == CX_OK) measure_latency(b, g, w);
-  cx_graph_free(g);
-  return s;
+  CX_TRY(cx_report_measure_onnx(&b->ms, w->path, m));
+  for (int i = 0; i < m->n_errors; i++)
+    fprintf(stderr, "compress pipeline: warning: %s (%s): %s: %s\n", m->name, w->path,
+            m->errors[i].reason, m->errors[i].message);
+  return CX_OK;
 }
 
 static cx_status add_row(builder *b, const cx_pipeline_stage *s, const cx_stage_result *res) {
@@ -188,6 +169,9 @@ static cx_status collect(builder *b) {
         !cx_pipeline_manifest_read(b->out, s->name, "done", s->hash, &res))
       continue;
     CX_TRY(add_row(b, s, &res));
+    /* the summary's references: the teacher, and the student trained without compression */
+    if (!strcmp(s->name, "teacher")) b->teacher = s->model;
+    if (!strcmp(s->name, "scratch")) b->baseline = s->model;
     read_curves(b, &b->rows[b->n - 1]);
   }
   return CX_OK;
@@ -197,6 +181,7 @@ cx_status cx_pipeline_report(const cx_pipeline *p, const char *out, int *models)
   builder *b = calloc(1, sizeof *b);
   if (!b) return cx_fail(CX_ERR_NOMEM, "out of memory");
   b->p = p, b->out = out;
+  b->ms = (cx_report_measurer){.runs = RUNS, .threads = p->threads};
   cx_status s = collect(b);
   *models = b->n;
   if (s != CX_OK || b->n == 0) {
@@ -209,7 +194,8 @@ cx_status cx_pipeline_report(const cx_pipeline *p, const char *out, int *models)
                  .stages = b->stages, .latency_runs = RUNS, .latency_threads = p->threads};
   for (int i = 0; i < b->n; i++) b->models[i] = b->rows[i].model, b->stages[i] = b->rows[i].curves;
   preprocessing(b, &r);
-  if (!b->ort_missing && b->ort_version[0]) r.ort_version = b->ort_version;
+  if (!b->ms.ort_missing && b->ms.ort_version[0]) r.ort_version = b->ms.ort_version;
+  r.teacher = b->teacher, r.baseline = b->baseline;
   distill_note(b);
   if (b->note[0]) r.note = b->note;
   s = cx_report_write(&r, out);

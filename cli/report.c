@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,32 @@
 
 cx_report_model cx_report_model_empty(const char *name) {
   return (cx_report_model){.name = name, .top1 = NAN, .top5 = NAN, .val_loss = NAN,
-                           .params = -1, .macs = -1,
-                           .onnx_bytes = -1, .cpu_ms = {NAN, NAN}, .ort_ms = {NAN, NAN},
-                           .train_seconds = NAN, .train_images_per_s = NAN};
+                           .params = -1, .macs = -1, .params_nonzero = -1, .macs_effective = -1,
+                           .onnx_bytes = -1, .onnx_gzip_bytes = -1, .cpu_ms = {NAN, NAN},
+                           .ort_ms = {NAN, NAN}, .train_seconds = NAN, .train_images_per_s = NAN};
+}
+
+void cx_report_model_fail(cx_report_model *m, const char *fields, const char *reason,
+                          const char *message) {
+  if (m->n_errors >= CX_REPORT_ERRORS) return;
+  cx_report_error *e = &m->errors[m->n_errors++];
+  snprintf(e->fields, sizeof e->fields, "%s", fields);
+  snprintf(e->reason, sizeof e->reason, "%s", reason);
+  snprintf(e->message, sizeof e->message, "%s", message && *message ? message : reason);
+}
+
+/* Whether the space-separated list holds the word. */
+static bool has_word(const char *list, const char *word) {
+  size_t n = strlen(word);
+  for (const char *p = list; (p = strstr(p, word)) != NULL; p += n)
+    if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return true;
+  return false;
+}
+
+const cx_report_error *cx_report_model_error(const cx_report_model *m, const char *field) {
+  for (int i = 0; i < m->n_errors; i++)
+    if (has_word(m->errors[i].fields, field)) return &m->errors[i];
+  return NULL;
 }
 
 /* ---- numbers as people read them ---- */
@@ -81,25 +105,160 @@ static cell threads_text(const cx_report *r) {
   return c;
 }
 
-/* The columns of the model table, shared by Markdown and HTML. */
-enum { COLUMNS = 12 };
-static const char *const headers[COLUMNS] = {
-    "model", "top-1", "top-5", "val loss", "params", "MACs", "ONNX size", "CPU b1", "CPU b32",
-    "ORT b1", "ORT b32", "training"};
+/* ---- the model table's columns ----
+ * One record per number of a model: its header in the tables (NULL: report.json only), its unit,
+ * its report.json key (which also finds the error that left it empty) and how to read and
+ * format it. Markdown, HTML and JSON all walk this table, so a new figure is one record here
+ * (and its field in cx_report_model). */
 
-static void model_cells(const cx_report_model *m, cell out[COLUMNS]) {
-  snprintf(out[0].s, sizeof out[0].s, "%s", m->name ? m->name : "?");
-  out[1] = fmt_pct(m->top1);
-  out[2] = fmt_pct(m->top5);
-  out[3] = fmt_loss(m->val_loss);
-  out[4] = fmt_count(m->params);
-  out[5] = fmt_count(m->macs);
-  out[6] = fmt_bytes(m->onnx_bytes);
-  out[7] = fmt_ms(m->cpu_ms[0]);
-  out[8] = fmt_ms(m->cpu_ms[1]);
-  out[9] = fmt_ms(m->ort_ms[0]);
-  out[10] = fmt_ms(m->ort_ms[1]);
-  out[11] = fmt_time(m->train_seconds);
+typedef enum kind { PCT, LOSS, COUNT, BYTES, MS, TIME, RATE } kind;
+
+typedef struct column {
+  const char *header, *unit, *field;
+  kind kind;
+  double (*value)(const cx_report_model *m); /* NAN: not measured */
+} column;
+
+static double known(int64_t v) { return v < 0 ? NAN : (double)v; }
+static double top1(const cx_report_model *m) { return m->top1; }
+static double top5(const cx_report_model *m) { return m->top5; }
+static double val_loss(const cx_report_model *m) { return m->val_loss; }
+static double params(const cx_report_model *m) { return known(m->params); }
+static double params_nonzero(const cx_report_model *m) { return known(m->params_nonzero); }
+static double macs(const cx_report_model *m) { return known(m->macs); }
+static double macs_effective(const cx_report_model *m) { return known(m->macs_effective); }
+static double onnx_bytes(const cx_report_model *m) { return known(m->onnx_bytes); }
+static double onnx_gzip(const cx_report_model *m) { return known(m->onnx_gzip_bytes); }
+static double cpu_b1(const cx_report_model *m) { return m->cpu_ms[0]; }
+static double cpu_b32(const cx_report_model *m) { return m->cpu_ms[1]; }
+static double ort_b1(const cx_report_model *m) { return m->ort_ms[0]; }
+static double ort_b32(const cx_report_model *m) { return m->ort_ms[1]; }
+static double train_s(const cx_report_model *m) { return m->train_seconds; }
+static double train_rate(const cx_report_model *m) { return m->train_images_per_s; }
+
+static const column columns[] = {
+    {"top-1", "% of the validation set", "top1", PCT, top1},
+    {"top-5", "% of the validation set", "top5", PCT, top5},
+    {"val loss", "mean cross-entropy", "val_loss", LOSS, val_loss},
+    {"params", "trainable values", "params", COUNT, params},
+    {"non-zero", "trainable values not exactly zero", "params_nonzero", COUNT, params_nonzero},
+    {"MACs", "multiply-accumulates per image", "macs", COUNT, macs},
+    {"eff. MACs", "multiply-accumulates per image with a non-zero weight", "macs_effective",
+     COUNT, macs_effective},
+    {"ONNX size", "bytes", "onnx_bytes", BYTES, onnx_bytes},
+    {"gzip", "bytes, the file gzip-compressed (level 9)", "onnx_gzip_bytes", BYTES, onnx_gzip},
+    {"CPU b1", "ms per batch of 1, compress", "cpu_ms_batch1", MS, cpu_b1},
+    {"CPU b32", "ms per batch of 32, compress", "cpu_ms_batch32", MS, cpu_b32},
+    {"ORT b1", "ms per batch of 1, ONNX Runtime", "ort_ms_batch1", MS, ort_b1},
+    {"ORT b32", "ms per batch of 32, ONNX Runtime", "ort_ms_batch32", MS, ort_b32},
+    {"training", "seconds in the training loop", "train_seconds", TIME, train_s},
+    {NULL, "training images per second", "train_images_per_s", RATE, train_rate},
+};
+enum { COLUMNS = sizeof columns / sizeof columns[0] };
+
+static cell format(kind k, double v) {
+  switch (k) {
+  case PCT: return fmt_pct(v);
+  case LOSS: return fmt_loss(v);
+  case COUNT: return fmt_count(isfinite(v) ? (int64_t)v : -1);
+  case BYTES: return fmt_bytes(isfinite(v) ? (int64_t)v : -1);
+  case MS: return fmt_ms(v);
+  case TIME: return fmt_time(v);
+  case RATE: return fmt_rate(v);
+  }
+  return (cell){"?"};
+}
+
+/* A cell: the number, or why it is missing ("not imported"), or a dash. */
+static cell model_cell(const cx_report_model *m, const column *c) {
+  double v = c->value(m);
+  const cx_report_error *e = isfinite(v) ? NULL : cx_report_model_error(m, c->field);
+  if (!e) return format(c->kind, v);
+  cell out;
+  snprintf(out.s, sizeof out.s, "%s", e->reason);
+  return out;
+}
+
+/* ---- the summary line ---- */
+
+typedef struct text {
+  char *buf;
+  size_t size, at;
+} text;
+
+static void add(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(text *t, const char *fmt, ...) {
+  if (t->at >= t->size) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(t->buf + t->at, t->size - t->at, fmt, ap);
+  va_end(ap);
+  if (n > 0) t->at = t->at + (size_t)n < t->size ? t->at + (size_t)n : t->size - 1;
+}
+
+static const cx_report_model *find_model(const cx_report *r, const char *name) {
+  for (int m = 0; name && m < r->n_models; m++)
+    if (r->models[m].name && !strcmp(r->models[m].name, name)) return &r->models[m];
+  return NULL;
+}
+
+/* How many times ref's cost is fin's; NAN if either is unknown. */
+static double times(double ref, double fin) {
+  return isfinite(ref) && isfinite(fin) && ref > 0 && fin > 0 ? ref / fin : NAN;
+}
+
+/* "4.6x fewer MACs", or "1.3x more MACs" below 1. */
+static void ratio(text *t, int *items, double x, const char *fewer, const char *more) {
+  if (!isfinite(x)) return;
+  add(t, "%s%.1fx %s", (*items)++ ? ", " : "", x >= 1 ? x : 1 / x, x >= 1 ? fewer : more);
+}
+
+/* One comparison, "... vs <ref>"; nothing when no number is known on both sides. Against the
+ * baseline (usually the same architecture) the cost and speed ratios are left out when neither
+ * MACs nor file size differ by 5%: a latency ratio there would be measurement noise. */
+static void compare(text *t, const cx_report_model *fin, const cx_report_model *ref, bool all) {
+  bool eff = fin->macs_effective >= 0 && ref->macs_effective >= 0;
+  double macs_x = eff ? times(known(ref->macs_effective), known(fin->macs_effective))
+                      : times(known(ref->macs), known(fin->macs));
+  double file_x = times(known(ref->onnx_bytes), known(fin->onnx_bytes));
+  bool ort = isfinite(times(ref->ort_ms[0], fin->ort_ms[0]));
+  double speed_x = ort ? times(ref->ort_ms[0], fin->ort_ms[0])
+                       : times(ref->cpu_ms[0], fin->cpu_ms[0]);
+  if (!all && !(fabs(macs_x - 1) >= 0.05) && !(fabs(file_x - 1) >= 0.05))
+    macs_x = file_x = speed_x = NAN;
+  text part = {t->buf + t->at, t->size - t->at, 0};
+  int items = 0;
+  add(&part, "%s", t->at ? "; " : "");
+  ratio(&part, &items, macs_x, "fewer MACs", "more MACs");
+  ratio(&part, &items, file_x, "smaller file", "larger file");
+  const char *where = ort ? "ONNX Runtime" : "compress";
+  char faster[64], slower[64];
+  snprintf(faster, sizeof faster, "faster in %s (batch 1)", where);
+  snprintf(slower, sizeof slower, "slower in %s (batch 1)", where);
+  ratio(&part, &items, speed_x, faster, slower);
+  double d = fin->top1 - ref->top1;
+  if (isfinite(d)) add(&part, "%s%+.2f points top-1", items++ ? ", " : "", d);
+  if (!items) {
+    part.buf[0] = '\0';
+    return;
+  }
+  add(&part, " vs %s", ref->name ? ref->name : "?");
+  t->at += part.at;
+}
+
+bool cx_report_summary(const cx_report *r, char *buf, size_t size) {
+  if (!size) return false;
+  buf[0] = '\0';
+  if (r->n_models < 2) return false;
+  const cx_report_model *fin = &r->models[r->n_models - 1];
+  const cx_report_model *teacher = find_model(r, r->teacher), *base = find_model(r, r->baseline);
+  text head = {buf, size, 0};
+  add(&head, "%s: ", fin->name ? fin->name : "?");
+  text body = {buf + head.at, size - head.at, 0};
+  if (teacher && teacher != fin) compare(&body, fin, teacher, true);
+  if (base && base != fin) compare(&body, fin, base, false);
+  if (!body.at) buf[0] = '\0';
+  return body.at > 0;
 }
 
 static void preprocess_text(FILE *f, const cx_report_preprocess *p, bool html) {
@@ -123,18 +282,47 @@ static void preprocess_text(FILE *f, const cx_report_preprocess *p, bool html) {
 
 /* ---- Markdown ---- */
 
+/* Every error of every model, as "name: message (fields)", for the notes under the tables. */
+static void error_notes(const cx_report *r, FILE *f, bool html) {
+  bool any = false;
+  for (int m = 0; m < r->n_models; m++) any |= r->models[m].n_errors > 0;
+  if (!any) return;
+  fputs(html ? "<p>Not measured:</p>\n<ul>\n" : "\nNot measured:\n\n", f);
+  for (int m = 0; m < r->n_models; m++)
+    for (int i = 0; i < r->models[m].n_errors; i++) {
+      const cx_report_error *e = &r->models[m].errors[i];
+      fputs(html ? "<li>" : "- ", f);
+      if (html) {
+        cx_xml_text(f, r->models[m].name);
+        fprintf(f, " (%s): ", e->fields);
+        cx_xml_text(f, e->message);
+      } else {
+        fprintf(f, "%s (%s): %s", r->models[m].name, e->fields, e->message);
+      }
+      fputs(html ? "</li>\n" : "\n", f);
+    }
+  if (html) fputs("</ul>\n", f);
+}
+
 cx_status cx_report_markdown(const cx_report *r, FILE *f) {
   fprintf(f, "# %s\n\n", r->title ? r->title : "compress report");
-  for (int i = 0; i < COLUMNS; i++) fprintf(f, "| %s ", headers[i]);
-  fprintf(f, "|\n");
-  for (int i = 0; i < COLUMNS; i++) fprintf(f, i ? "|---:" : "|---");
+  char summary[1024];
+  if (cx_report_summary(r, summary, sizeof summary)) fprintf(f, "%s\n\n", summary);
+  fprintf(f, "| model ");
+  for (int i = 0; i < COLUMNS; i++)
+    if (columns[i].header) fprintf(f, "| %s ", columns[i].header);
+  fprintf(f, "|\n|---");
+  for (int i = 0; i < COLUMNS; i++)
+    if (columns[i].header) fprintf(f, "|---:");
   fprintf(f, "|\n");
   for (int m = 0; m < r->n_models; m++) {
-    cell c[COLUMNS];
-    model_cells(&r->models[m], c);
-    for (int i = 0; i < COLUMNS; i++) fprintf(f, "| %s ", c[i].s);
+    const cx_report_model *mo = &r->models[m];
+    fprintf(f, "| %s ", mo->name ? mo->name : "?");
+    for (int i = 0; i < COLUMNS; i++)
+      if (columns[i].header) fprintf(f, "| %s ", model_cell(mo, &columns[i]).s);
     fprintf(f, "|\n");
   }
+  error_notes(r, f, false);
   fprintf(f, "\nLatency: median milliseconds per batch over %d runs (batch 1 and 32) with %s; "
           "CPU is compress's own runtime, ORT is ONNX Runtime %s.\n", r->latency_runs,
           threads_text(r).s, r->ort_version ? r->ort_version : "(not installed: not measured)");
@@ -165,21 +353,42 @@ static const char *const css =
     "figure{display:inline-block;margin:0 1em 1em 0}";
 
 static void html_models(const cx_report *r, FILE *f) {
-  fprintf(f, "<table>\n<tr>");
-  for (int i = 0; i < COLUMNS; i++) fprintf(f, "<th>%s</th>", headers[i]);
+  char summary[1024];
+  if (cx_report_summary(r, summary, sizeof summary)) {
+    fprintf(f, "<p><strong>");
+    cx_xml_text(f, summary);
+    fprintf(f, "</strong></p>\n");
+  }
+  fprintf(f, "<table>\n<tr><th>model</th>");
+  for (int i = 0; i < COLUMNS; i++) {
+    if (!columns[i].header) continue;
+    fprintf(f, "<th title=\"");
+    cx_xml_text(f, columns[i].unit);
+    fprintf(f, "\">");
+    cx_xml_text(f, columns[i].header);
+    fprintf(f, "</th>");
+  }
   fprintf(f, "</tr>\n");
   for (int m = 0; m < r->n_models; m++) {
-    cell c[COLUMNS];
-    model_cells(&r->models[m], c);
-    fprintf(f, "<tr>");
+    const cx_report_model *mo = &r->models[m];
+    fprintf(f, "<tr><td>");
+    cx_xml_text(f, mo->name ? mo->name : "?");
+    fprintf(f, "</td>");
     for (int i = 0; i < COLUMNS; i++) {
-      fprintf(f, "<td>");
-      cx_xml_text(f, c[i].s);
+      if (!columns[i].header) continue;
+      const cx_report_error *e = isfinite(columns[i].value(mo))
+                                     ? NULL : cx_report_model_error(mo, columns[i].field);
+      fprintf(f, "<td");
+      if (e) fprintf(f, " title=\""), cx_xml_text(f, e->message), fprintf(f, "\"");
+      fprintf(f, ">");
+      cx_xml_text(f, model_cell(mo, &columns[i]).s);
       fprintf(f, "</td>");
     }
     fprintf(f, "</tr>\n");
   }
-  fprintf(f, "</table>\n<p>Latency: median milliseconds per batch over %d runs with %s; CPU is "
+  fprintf(f, "</table>\n");
+  error_notes(r, f, true);
+  fprintf(f, "<p>Latency: median milliseconds per batch over %d runs with %s; CPU is "
           "compress&#39;s own runtime, ORT is ONNX Runtime ", r->latency_runs, threads_text(r).s);
   cx_xml_text(f, r->ort_version ? r->ort_version : "(not installed: not measured)");
   fprintf(f, ".</p>\n");
@@ -188,6 +397,37 @@ static void html_models(const cx_report *r, FILE *f) {
   cx_xml_text(f, r->val_data);
   if (r->val_part && *r->val_part) fprintf(f, ", part "), cx_xml_text(f, r->val_part);
   fprintf(f, ".</p>\n");
+}
+
+/* Top-1 against batch-1 latency, one labelled point per model: the trade-off at a glance. The
+ * latency of the runtime that measured more of the models (ONNX Runtime on a tie), so that
+ * every point is on one axis. */
+static void html_tradeoff(const cx_report *r, FILE *f) {
+  int n_ort = 0, n_cpu = 0;
+  for (int m = 0; m < r->n_models; m++) {
+    n_ort += isfinite(r->models[m].top1) && isfinite(r->models[m].ort_ms[0]);
+    n_cpu += isfinite(r->models[m].top1) && isfinite(r->models[m].cpu_ms[0]);
+  }
+  bool ort = n_ort >= n_cpu;
+  if (!(ort ? n_ort : n_cpu)) return;
+  double *x = calloc((size_t)r->n_models, sizeof *x), *y = calloc((size_t)r->n_models, sizeof *y);
+  const char **names = calloc((size_t)r->n_models, sizeof *names);
+  if (x && y && names) {
+    for (int m = 0; m < r->n_models; m++) {
+      x[m] = ort ? r->models[m].ort_ms[0] : r->models[m].cpu_ms[0];
+      y[m] = r->models[m].top1;
+      names[m] = r->models[m].name;
+    }
+    cx_report_series pts = {"models", r->n_models, x, y};
+    cx_svg_chart c = {"Top-1 against latency", ort ? "ONNX Runtime ms, batch 1"
+                      : "compress ms, batch 1", "top-1 (%)", 0, 0, 1, &pts};
+    fprintf(f, "<figure>\n");
+    cx_svg_point_chart(f, &c, names);
+    fprintf(f, "</figure>\n");
+  }
+  free(x);
+  free(y);
+  free(names);
 }
 
 static void html_stages(const cx_report *r, FILE *f) {
@@ -241,6 +481,7 @@ cx_status cx_report_html(const cx_report *r, FILE *f) {
   cx_xml_text(f, title);
   fprintf(f, "</h1>\n");
   html_models(r, f);
+  html_tradeoff(r, f);
   html_stages(r, f);
   html_charts(r, f);
   fprintf(f, "<h2>Preprocessing</h2>\n<ul>\n");
@@ -295,21 +536,26 @@ static void json_model(FILE *f, const cx_report_model *m) {
   fprintf(f, ",\"onnx\":");
   if (m->onnx_path) json_str(f, m->onnx_path);
   else fputs("null", f);
-  const char *keys[] = {"top1", "top5", "val_loss", "cpu_ms_batch1", "cpu_ms_batch32",
-                        "ort_ms_batch1", "ort_ms_batch32", "train_seconds", "train_images_per_s"};
-  const double vals[] = {m->top1, m->top5, m->val_loss, m->cpu_ms[0], m->cpu_ms[1],
-                         m->ort_ms[0], m->ort_ms[1], m->train_seconds, m->train_images_per_s};
-  for (int i = 0; i < 9; i++) {
-    fprintf(f, ",\"%s\":", keys[i]);
-    json_num(f, vals[i]);
+  for (int i = 0; i < COLUMNS; i++) {
+    fprintf(f, ",\"%s\":", columns[i].field);
+    double v = columns[i].value(m);
+    if (columns[i].kind == COUNT || columns[i].kind == BYTES)
+      json_int(f, isfinite(v) ? (int64_t)v : -1);
+    else json_num(f, v);
   }
-  fprintf(f, ",\"params\":");
-  json_int(f, m->params);
-  fprintf(f, ",\"macs\":");
-  json_int(f, m->macs);
-  fprintf(f, ",\"onnx_bytes\":");
-  json_int(f, m->onnx_bytes);
-  fputc('}', f);
+  /* each field left empty by an error: {"macs": {"reason": "not imported", "message": ...}} */
+  fprintf(f, ",\"errors\":{");
+  int n = 0;
+  for (int i = 0; i < COLUMNS; i++) {
+    const cx_report_error *e = cx_report_model_error(m, columns[i].field);
+    if (!e || isfinite(columns[i].value(m))) continue;
+    fprintf(f, "%s\"%s\":{\"reason\":", n++ ? "," : "", columns[i].field);
+    json_str(f, e->reason);
+    fprintf(f, ",\"message\":");
+    json_str(f, e->message);
+    fputc('}', f);
+  }
+  fprintf(f, "}}");
 }
 
 static void json_series(FILE *f, const cx_report_series *s) {
@@ -373,7 +619,26 @@ cx_status cx_report_json(const cx_report *r, FILE *f) {
           r->latency_threads);
   if (r->ort_version) json_str(f, r->ort_version);
   else fputs("null", f);
-  fprintf(f, ",\n\"models\":[");
+  fprintf(f, ",\n\"teacher\":");
+  if (r->teacher) json_str(f, r->teacher);
+  else fputs("null", f);
+  fprintf(f, ",\"baseline\":");
+  if (r->baseline) json_str(f, r->baseline);
+  else fputs("null", f);
+  char summary[1024];
+  fprintf(f, ",\"summary\":");
+  if (cx_report_summary(r, summary, sizeof summary)) json_str(f, summary);
+  else fputs("null", f);
+  fprintf(f, ",\n\"columns\":[");
+  for (int i = 0; i < COLUMNS; i++) {
+    fprintf(f, "%s{\"field\":\"%s\",\"header\":", i ? "," : "", columns[i].field);
+    if (columns[i].header) json_str(f, columns[i].header);
+    else fputs("null", f);
+    fprintf(f, ",\"unit\":");
+    json_str(f, columns[i].unit);
+    fputc('}', f);
+  }
+  fprintf(f, "],\n\"models\":[");
   for (int m = 0; m < r->n_models; m++) {
     fputs(m ? ",\n" : "\n", f);
     json_model(f, &r->models[m]);

@@ -6,6 +6,8 @@
  * contained, with inline SVG charts) and report.json (docs/distill.md lists its fields). Each
  * file is written under a temporary name and renamed into place. */
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -19,18 +21,33 @@ typedef struct cx_report_series {
   const double *x, *y;
 } cx_report_series;
 
+/* Why some of a model's numbers could not be measured (its ONNX does not import into our
+ * runtime, ONNX Runtime refuses it, ...): their cells show the reason, report.json the message. */
+typedef struct cx_report_error {
+  char fields[128];  /* the report.json keys it leaves empty, space separated: "macs params" */
+  char reason[32];   /* what their cells show: "not imported", "refused" */
+  char message[480]; /* the whole message */
+} cx_report_error;
+
+enum { CX_REPORT_ERRORS = 6 };
+
 typedef struct cx_report_model {
   const char *name;        /* "teacher", "student (distilled)", "student (scratch)" */
   const char *arch;        /* "resnet20", "mobilenet_v2:width=0.5", an ONNX path; may be NULL */
   const char *onnx_path;   /* the exported model, NULL if none */
   double top1, top5;       /* percent on the validation set; NAN: not measured */
   double val_loss;         /* mean cross-entropy on the validation set; NAN: not measured */
-  int64_t params, macs;    /* MACs per image; -1: unknown */
+  int64_t params, macs;    /* trainable values, MACs per image (cx_report_cost); -1: unknown */
+  int64_t params_nonzero;  /* of the params, those not exactly zero; -1: unknown */
+  int64_t macs_effective;  /* MACs whose weight is not exactly zero; -1: unknown */
   int64_t onnx_bytes;      /* -1: no file */
+  int64_t onnx_gzip_bytes; /* the file gzip-compressed (cx_report_gzip_size); -1: unknown */
   double cpu_ms[2];        /* median ms per batch of 1 and 32 on our CPU runtime; NAN: none */
   double ort_ms[2];        /* the same in ONNX Runtime; NAN: not measured */
   double train_seconds;    /* NAN: not trained by this run */
   double train_images_per_s;
+  int n_errors;
+  cx_report_error errors[CX_REPORT_ERRORS];
 } cx_report_model;
 
 typedef struct cx_report_stage {
@@ -65,10 +82,20 @@ typedef struct cx_report {
   int latency_threads;       /* threads both runtimes used; 0: their defaults */
   const char *ort_version;   /* NULL: ONNX Runtime not installed */
   const char *note;          /* a paragraph of free text, or NULL */
+  /* The summary line compares the last model (the final one, in stage order) against the
+   * models of these names; NULL (or the last model itself): that comparison is left out. */
+  const char *teacher;       /* "teacher" */
+  const char *baseline;      /* the uncompressed student: "student (scratch)" */
 } cx_report;
 
 /* A model with every number NAN (or -1): fill in what is known. */
 cx_report_model cx_report_model_empty(const char *name);
+/* Records that fields (report.json keys, space separated) could not be measured: reason is the
+ * cells' short text, message the whole story. Past CX_REPORT_ERRORS it is dropped. */
+void cx_report_model_fail(cx_report_model *m, const char *fields, const char *reason,
+                          const char *message);
+/* The error that left field empty, or NULL. */
+const cx_report_error *cx_report_model_error(const cx_report_model *m, const char *field);
 
 /* Writes dir/report.md, dir/report.html and dir/report.json. */
 cx_status cx_report_write(const cx_report *r, const char *dir);
@@ -77,7 +104,48 @@ cx_status cx_report_markdown(const cx_report *r, FILE *f);
 cx_status cx_report_html(const cx_report *r, FILE *f);
 cx_status cx_report_json(const cx_report *r, FILE *f);
 
+/* The sentence above the tables, e.g. "student (distilled): 4.6x fewer MACs, 2.6x smaller file,
+ * 1.9x faster in ONNX Runtime (batch 1), -1.76 points top-1 vs teacher; +0.13 points top-1 vs
+ * student (scratch)"; numbers missing on either side are left out. Returns false (buf empty)
+ * when there is nothing to say. */
+bool cx_report_summary(const cx_report *r, char *buf, size_t size);
+
 /* ---- measurements ---- */
+
+/* What a model costs, from its graph. Effective MACs skip the multiply-accumulates whose weight
+ * (the Conv, Gemm or MatMul operand that is an initializer) is exactly zero, which is what
+ * unstructured sparsity saves; a weight computed by other nodes counts as dense. */
+typedef struct cx_report_cost {
+  int64_t params;         /* trainable values (cx_graph_param_count) */
+  int64_t params_nonzero; /* of those, the values not exactly zero */
+  int64_t macs;           /* Conv, Gemm and MatMul multiply-accumulates per sample */
+  int64_t macs_effective; /* those whose weight is not exactly zero */
+} cx_report_cost;
+
+/* Multiply-accumulates of one Conv, Gemm or MatMul node for one sample (0 for other ops), given
+ * every value's shape at batch 1; *effective (may be NULL) gets those with a non-zero weight. */
+int64_t cx_report_node_macs(const cx_graph *g, const cx_node *n, const cx_shape *one,
+                            int64_t *effective);
+/* The model's totals (what `compress inspect` and the report show). */
+cx_status cx_report_graph_cost(const cx_graph *g, cx_report_cost *cost);
+
+/* Bytes of the file compressed by zlib in gzip format at level 9 (what Python's
+ * gzip.compress(data) gives): how far sparse or repetitive weights would shrink in transit. */
+cx_status cx_report_gzip_size(const char *path, int64_t *bytes);
+
+/* What measuring a list of models shares: settings, and what it learned about ONNX Runtime. */
+typedef struct cx_report_measurer {
+  int runs;             /* latency: the median of this many runs */
+  int threads;          /* both runtimes; 0: their defaults */
+  bool ort_missing;     /* ONNX Runtime is not installed (found out once, not tried again) */
+  char ort_version[64]; /* set when ONNX Runtime ran */
+} cx_report_measurer;
+
+/* Everything the report measures from a model's ONNX file into m: file and gzip size, cost, and
+ * latency at batch 1 and 32 on our runtime and in ONNX Runtime. What cannot be measured (the
+ * file does not import, a runtime refuses it) is recorded in m's errors and the rest is still
+ * measured, so this fails only on bad arguments. */
+cx_status cx_report_measure_onnx(cx_report_measurer *ms, const char *path, cx_report_model *m);
 
 /* Median milliseconds of `runs` forward passes of an inference program of `model` at `batch`
  * (after two warm-up runs), on inputs of 0.5, with `threads` OpenMP threads (0: the default;
@@ -111,6 +179,8 @@ typedef struct cx_svg_chart {
 
 /* An <svg> element (well-formed XML) with axes, ticks, a legend and one line per series. */
 void cx_svg_line_chart(FILE *f, const cx_svg_chart *c);
+/* The same frame with the points of series[0] as dots, point i labelled names[i], no lines. */
+void cx_svg_point_chart(FILE *f, const cx_svg_chart *c, const char *const *names);
 /* Text escaped for XML and HTML (& < > " '). */
 void cx_xml_text(FILE *f, const char *s);
 

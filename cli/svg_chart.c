@@ -1,4 +1,4 @@
-/* Line charts as inline SVG: no scripts, no external files, so report.html stays one file that
+/* Line and point charts as inline SVG: no scripts, no external files, so report.html stays one file that
  * any browser (and any XML parser) reads. */
 #include <math.h>
 #include <stdbool.h>
@@ -139,5 +139,43 @@ void cx_svg_line_chart(FILE *f, const cx_svg_chart *c) {
   axes(f, &fr);
   for (int s = 0; s < c->n_series; s++) line(f, &fr, &c->series[s], palette[s % 8]);
   legend(f, c, &fr);
+  fprintf(f, "</svg>\n");
+}
+
+/* Room around the points for their dots and labels: latency from 0, so the distances read as
+ * ratios, and a margin on the other sides. */
+static void pad(range *r, bool from_zero) {
+  double m = 0.08 * (r->hi - r->lo);
+  r->lo = from_zero && r->lo >= 0 ? 0 : r->lo - m;
+  r->hi += 2 * m; /* the labels stand above their dots */
+}
+
+void cx_svg_point_chart(FILE *f, const cx_svg_chart *c, const char *const *names) {
+  int width = c->width > 0 ? c->width : 560, height = c->height > 0 ? c->height : 320;
+  frame fr = {.x0 = 64, .y0 = 30, .w = width - 84, .h = height - 80};
+  cx_svg_chart one = *c;
+  one.n_series = c->n_series > 0 ? 1 : 0;
+  extent(&one, false, &fr.xr);
+  extent(&one, true, &fr.yr);
+  pad(&fr.xr, true);
+  pad(&fr.yr, false);
+  fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+          "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" role=\"img\">\n", width, height,
+          width, height);
+  labels(f, c, &fr, width, height);
+  axes(f, &fr);
+  for (int i = 0; one.n_series && i < c->series[0].n; i++) {
+    double x = c->series[0].x[i], y = c->series[0].y[i];
+    if (!isfinite(x) || !isfinite(y)) continue;
+    const char *color = palette[i % 8];
+    fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/>\n", px(&fr, x),
+            py(&fr, y), color);
+    /* labels of points on the right run leftwards, so they stay inside the chart */
+    bool left = px(&fr, x) > fr.x0 + 0.6 * fr.w;
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\"%s>", px(&fr, x) + (left ? -7 : 7),
+            py(&fr, y) - 6, left ? " text-anchor=\"end\"" : "");
+    cx_xml_text(f, names ? names[i] : "");
+    fprintf(f, "</text>\n");
+  }
   fprintf(f, "</svg>\n");
 }

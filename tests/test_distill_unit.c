@@ -1,7 +1,6 @@
 /* Distillation's pure logic: the KD graph's gradients against finite differences (hard labels,
  * soft targets, FitNets and attention hints), the top-k encoding of teacher logits, the cache
- * file's round trip and its refusals, and the report writer's files (checked by
- * tests/check_report.py: the JSON parses, the HTML and its SVG are well-formed). */
+ * file's round trip and its refusals. (The report's tests: tests/test_report.c.) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,11 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../cli/report.h"
 #include "../core/rng.h"
 #include "../distill/distill.h"
-#include "../export/onnx_export.h"
-#include "../train/metrics.h"
 #include "op_check.h"
 #include "check.h"
 
@@ -295,88 +291,6 @@ static void test_cache(const char *dir) {
   if (!getenv("KEEP")) unlink(path);
 }
 
-/* ---- the report ---- */
-
-static void test_report(const char *dir) {
-  static const char *const names[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                                        "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
-  cx_report_model m[2] = {cx_report_model_empty("teacher"),
-                          cx_report_model_empty("student <distilled> & \"quoted\"")};
-  m[0].top1 = 94.5, m[0].top5 = 99.9, m[0].params = 272474, m[0].macs = 40000000;
-  m[0].onnx_bytes = 1100000, m[0].cpu_ms[0] = 1.25, m[0].cpu_ms[1] = 14.5;
-  m[0].ort_ms[0] = 0.9, m[0].ort_ms[1] = 11, m[0].train_seconds = 1500;
-  m[1].top1 = 92.1, m[1].train_seconds = 75;
-  double step[3] = {1, 2, 3}, loss[3] = {2.3, NAN, 0.7}, ep[3] = {0, 1, 2}, acc[3] = {80, 85, 88};
-  cx_report_stage st[2] = {
-      {.name = "teacher", .seconds = 1500, .images_per_s = 950,
-       .loss = {"loss", 3, step, loss}, .accuracy = {"top1", 2, ep, acc}},
-      {.name = "distill", .seconds = NAN, .images_per_s = NAN,
-       .loss = {"loss", 2, step, acc}, .accuracy = {"top1", 3, ep, acc}},
-  };
-  cx_report r = {.title = "Fashion-MNIST <test>", .n_models = 2, .models = m, .n_stages = 2,
-                 .stages = st, .latency_runs = 20, .ort_version = NULL,
-                 .note = "A note with <markup> & \"quotes\"."};
-  r.pre = (cx_report_preprocess){.layout = "NCHW", .pixel_scale = 1.0 / 255, .channels = 1,
-                                 .mean = {0.286}, .std = {0.353}, .height = 28, .width = 28,
-                                 .n_classes = 10, .class_names = names};
-  cx_status s = cx_report_write(&r, dir);
-  CHECK(s == CX_OK, "report: %s", cx_last_error());
-  char cmd[1200];
-  snprintf(cmd, sizeof cmd, "python3 %s %s", CX_REPORT_CHECK, dir);
-  CHECK(system(cmd) == 0, "%s failed", cmd);
-  /* a folder that cannot be written: an error naming the file, nothing left behind */
-  s = cx_report_write(&r, "/nonexistent/folder");
-  CHECK(s == CX_ERR_IO && strstr(cx_last_error(), "report.md"), "bad folder: %s", cx_last_error());
-}
-
-/* Curves read back from metrics.jsonl: lines without the key, or with null, are skipped. */
-static void test_metrics_series(const char *dir) {
-  char path[600];
-  snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-  cx_metrics *m = NULL;
-  CHECK(cx_metrics_open(path, false, &m) == CX_OK, "%s", cx_last_error());
-  if (!m) return;
-  const char *names[2] = {"loss", "lr"}, *val[1] = {"val_top1"};
-  double v[3][2] = {{2.5, 0.1}, {NAN, 0.1}, {0.75, 0.05}};
-  for (int i = 0; i < 3; i++) cx_metrics_write(m, 10 * (i + 1), i, 2, names, v[i]);
-  double top1 = 81.5;
-  cx_metrics_write(m, 30, 0, 1, val, &top1);
-  /* a second run from step 20 (resumed) replaces the first run's points from there on */
-  double again[2] = {0.5, 0.1};
-  cx_metrics_write(m, 20, 1, 2, names, again);
-  CHECK(cx_metrics_close(m) == CX_OK, "%s", cx_last_error());
-  cx_report_series loss, acc;
-  CHECK(cx_report_metrics_series(path, NULL, "step", "loss", &loss) == CX_OK, "%s", cx_last_error());
-  CHECK(loss.n == 2 && loss.x[0] == 10 && loss.y[0] == 2.5 && loss.x[1] == 20 && loss.y[1] == 0.5,
-        "loss series: %d points", loss.n);
-  CHECK(cx_report_metrics_series(path, "\"val_top1\"", "epoch", "val_top1", &acc) == CX_OK &&
-        acc.n == 1 && acc.y[0] == 81.5, "accuracy series: %d points", acc.n);
-  cx_report_series_free(&loss);
-  cx_report_series_free(&acc);
-  CHECK(cx_report_metrics_series("/nonexistent.jsonl", NULL, "step", "loss", &loss) == CX_ERR_IO,
-        "a missing metrics file was read");
-}
-
-/* Latency on our runtime and in ONNX Runtime (skipped when it is not installed). */
-static void test_latency(const char *dir) {
-  cx_graph *g = conv_student();
-  double cpu = NAN, ms = NAN;
-  CHECK(cx_report_cpu_latency(g, 4, 5, 0, &cpu) == CX_OK && cpu > 0 && isfinite(cpu),
-        "cpu latency %g: %s", cpu, cx_last_error());
-  char path[600], version[64] = "";
-  snprintf(path, sizeof path, "%s/student's model.onnx", dir); /* a quote for the shell */
-  CHECK(cx_onnx_export(g, path, NULL) == CX_OK, "export: %s", cx_last_error());
-  cx_status s = cx_report_ort_latency(path, 4, 5, 1, &ms, version, sizeof version);
-  if (s == CX_ERR_UNSUPPORTED) printf("onnxruntime latency skipped: %s\n", cx_last_error());
-  else CHECK(s == CX_OK && ms > 0 && version[0], "ort latency %g: %s", ms, cx_last_error());
-  printf("latency of a tiny CNN at batch 4: ours %.3f ms, onnxruntime %s %.3f ms\n", cpu,
-         version, ms);
-  s = cx_report_ort_latency("/nonexistent.onnx", 1, 1, 1, &ms, NULL, 0);
-  printf("missing model: %s\n", cx_last_error());
-  CHECK(s != CX_OK && strstr(cx_last_error(), "/nonexistent.onnx"), "a missing model was timed");
-  cx_graph_free(g);
-}
-
 int main(void) {
   char dir[] = "/tmp/cx_distill_unit_XXXXXX";
   if (!mkdtemp(dir)) return 1;
@@ -384,9 +298,6 @@ int main(void) {
   test_topk();
   test_combine();
   test_cache(dir);
-  test_report(dir);
-  test_latency(dir);
-  test_metrics_series(dir);
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (!getenv("KEEP") && system(cmd) != 0) printf("could not remove %s\n", dir);

@@ -1,0 +1,123 @@
+/* What a model costs: parameters and multiply-accumulates, dense and counting only non-zero
+ * weights, and how small its file compresses. One cost function, for the report and for
+ * `compress inspect`. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "../core/op.h"
+#include "../core/graph_shapes.h"
+#include "report.h"
+
+/* Elements of an initializer that are not exactly zero (-0.0 is zero). */
+static int64_t nonzero(const cx_value *v) {
+  int64_t n = cx_shape_numel(&v->shape), k = 0;
+  if (v->dtype == CX_F32) {
+    const float *p = v->init;
+    for (int64_t i = 0; i < n; i++) k += p[i] != 0.0f;
+  } else {
+    for (int64_t i = 0; i < n; i++) k += cx_dtype_load(v->dtype, v->init, (size_t)i) != 0.0;
+  }
+  return k;
+}
+
+/* The node's weight: the operand among its first two that is an initializer (B before A, as
+ * Conv and Gemm put it), or NULL when both are computed. */
+static const cx_value *weight(const cx_graph *g, const cx_node *n) {
+  for (int k = 1; k >= 0; k--) {
+    int v = n->in[k];
+    if (v >= 0 && g->values[v].kind != CX_VALUE_ACT && g->values[v].kind != CX_VALUE_INPUT &&
+        g->values[v].init)
+      return &g->values[v];
+  }
+  return NULL;
+}
+
+int64_t cx_report_node_macs(const cx_graph *g, const cx_node *n, const cx_shape *one,
+                            int64_t *effective) {
+  const char *op = n->op->name;
+  int64_t macs = 0;
+  if (effective) *effective = 0;
+  if (n->n_in < 2 || n->n_out < 1 || n->in[0] < 0 || n->in[1] < 0) return 0;
+  const cx_shape *a = &one[n->in[0]], *w = &one[n->in[1]], *y = &one[n->out[0]];
+  int64_t out = cx_shape_numel(y);
+  if (!strcmp(op, "Conv") && w->ndim >= 1 && w->d[0] > 0)
+    macs = out * (cx_shape_numel(w) / w->d[0]); /* Cin/group · kernel per output element */
+  else if (!strcmp(op, "Gemm") && a->ndim == 2)
+    macs = out * a->d[cx_node_int(n, "transA", 0) ? 0 : 1];
+  else if (!strcmp(op, "MatMul") && a->ndim >= 1)
+    macs = out * a->d[a->ndim - 1];
+  if (!effective) return macs;
+  *effective = macs;
+  /* Each weight element takes part in the same number of MACs (macs / its size: the output
+   * pixels of a Conv, the rows of a Gemm), so a zero removes that many. */
+  const cx_value *wv = weight(g, n);
+  int64_t size = wv ? cx_shape_numel(&wv->shape) : 0;
+  if (macs > 0 && size > 0 && macs % size == 0) *effective = macs / size * nonzero(wv);
+  return macs;
+}
+
+cx_status cx_report_graph_cost(const cx_graph *g, cx_report_cost *cost) {
+  *cost = (cx_report_cost){.params = -1, .params_nonzero = -1, .macs = -1, .macs_effective = -1};
+  size_t nv = (size_t)g->n_values + 1;
+  cx_shape *one = calloc(nv, sizeof *one);
+  cx_dtype *dtype = calloc(nv, sizeof *dtype);
+  cx_status s = one && dtype ? cx_graph_infer_shapes(g, 1, one, dtype)
+                             : cx_fail(CX_ERR_NOMEM, "out of memory");
+  int64_t macs = 0, effective = 0;
+  for (int i = 0; s == CX_OK && i < g->n_nodes; i++) {
+    int64_t e;
+    macs += cx_report_node_macs(g, &g->nodes[i], one, &e);
+    effective += e;
+  }
+  free(one);
+  free(dtype);
+  if (s != CX_OK) return s;
+  int64_t nz = 0;
+  for (int v = 0; v < g->n_values; v++)
+    if (g->values[v].kind == CX_VALUE_PARAM) nz += nonzero(&g->values[v]);
+  *cost = (cx_report_cost){.params = cx_graph_param_count(g), .params_nonzero = nz, .macs = macs,
+                           .macs_effective = effective};
+  return CX_OK;
+}
+
+/* ---- gzip ---- */
+
+/* Deflates the whole stream, counting the output and keeping none of it. */
+static cx_status deflate_count(const char *path, FILE *f, z_stream *z, int64_t *bytes) {
+  unsigned char in[1 << 16], out[1 << 16];
+  int flush = Z_NO_FLUSH, rc = Z_OK;
+  *bytes = 0;
+  while (rc != Z_STREAM_END) {
+    if (z->avail_in == 0 && flush == Z_NO_FLUSH) {
+      size_t n = fread(in, 1, sizeof in, f);
+      if (ferror(f)) return cx_fail(CX_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+      if (n < sizeof in) flush = Z_FINISH;
+      z->next_in = in, z->avail_in = (uInt)n;
+    }
+    z->next_out = out, z->avail_out = sizeof out;
+    rc = deflate(z, flush);
+    if (rc == Z_STREAM_ERROR) return cx_fail(CX_ERR_BACKEND, "%s: zlib deflate failed", path);
+    *bytes += (int64_t)(sizeof out - z->avail_out);
+  }
+  return CX_OK;
+}
+
+cx_status cx_report_gzip_size(const char *path, int64_t *bytes) {
+  *bytes = -1;
+  FILE *f = fopen(path, "rb");
+  if (!f) return cx_fail(CX_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  z_stream z = {0};
+  /* window bits 15 + 16: a gzip header and trailer around the deflate stream */
+  if (deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    fclose(f);
+    return cx_fail(CX_ERR_NOMEM, "%s: zlib could not start (out of memory)", path);
+  }
+  int64_t n = 0;
+  cx_status s = deflate_count(path, f, &z, &n);
+  deflateEnd(&z);
+  fclose(f);
+  if (s == CX_OK) *bytes = n;
+  return s;
+}
