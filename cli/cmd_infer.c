@@ -3,7 +3,7 @@
 #include <time.h>
 
 #include "../core/npy.h"
-#include "../core/program.h"
+#include "../core/program_input.h"
 #include "../import/onnx.h"
 #include "commands.h"
 #include "device.h"
@@ -132,12 +132,12 @@ static cx_status run_model(const infer_opts *o, const cx_graph *g, const feeds *
   CX_TRY(cx_program_compile(g, &co, &p));
   int ids[MAX_FILES];
   cx_cli_graph_inputs(g, ids, MAX_FILES);
-  for (int k = 0; k < f->n; k++) {
-    cx_tensor *t = cx_program_tensor(p, g->values[ids[k]].name);
-    memcpy(t->data, f->data[k], cx_tensor_nbytes(t));
-  }
+  cx_status s = CX_OK;
+  for (int k = 0; s == CX_OK && k < f->n; k++) /* shapes checked: each file fills its input */
+    s = cx_program_write_input(p, g->values[ids[k]].name, f->data[k],
+                               (size_t)cx_shape_numel(&f->shape[k]) * cx_dtype_size(f->dtype[k]));
   double t0 = seconds();
-  cx_status s = cx_program_forward(p);
+  if (s == CX_OK) s = cx_program_forward(p);
   double elapsed = seconds() - t0;
   if (s == CX_OK) s = write_outputs(o, g, p);
   if (s == CX_OK) report(o, g, p, batch, elapsed);

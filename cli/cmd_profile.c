@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/program.h"
+#include "../core/program_input.h"
 #include "../core/rng.h"
 #include "../train/optim_program.h"
 #include "../train/profile.h"
@@ -40,22 +40,28 @@ static cx_status build(const profile_opts *o, cx_program **p, int64_t *classes) 
   return s;
 }
 
-/* Normal f32 inputs; integer inputs (labels) uniform in [0, classes), else 0. */
-static void fill_inputs(cx_program *p, int64_t classes) {
+/* Normal f32 inputs; integer inputs (labels) uniform in [0, classes), else 0: made in host
+ * memory, then written into the program. */
+static cx_status fill_inputs(cx_program *p, int64_t classes) {
   const cx_graph *g = cx_program_graph(p);
   for (int v = 0; v < g->n_values; v++) {
     if (g->values[v].kind != CX_VALUE_INPUT) continue;
-    cx_tensor *t = cx_program_tensor(p, g->values[v].name);
+    const cx_tensor *t = cx_program_value_tensor(p, v);
     int64_t n = cx_tensor_numel(t);
+    void *host = calloc(1, cx_tensor_nbytes(t) + 1);
+    if (!host) return cx_fail(CX_ERR_NOMEM, "out of memory");
     uint64_t key = cx_rng_key(7, (uint64_t)v, 0);
     if (t->dtype == CX_F32)
-      for (int64_t i = 0; i < n; i++) ((float *)t->data)[i] = cx_rng_normal(key, (uint64_t)i);
+      for (int64_t i = 0; i < n; i++) ((float *)host)[i] = cx_rng_normal(key, (uint64_t)i);
     else if (t->dtype == CX_S64)
       for (int64_t i = 0; i < n; i++)
-        ((int64_t *)t->data)[i] = classes > 0 ? (int64_t)(cx_rng_uniform(key, (uint64_t)i) *
-                                                          (float)classes) % classes : 0;
-    else memset(t->data, 0, cx_tensor_nbytes(t));
+        ((int64_t *)host)[i] = classes > 0 ? (int64_t)(cx_rng_uniform(key, (uint64_t)i) *
+                                                       (float)classes) % classes : 0;
+    cx_status s = cx_program_write_input(p, g->values[v].name, host, cx_tensor_nbytes(t));
+    free(host);
+    CX_TRY(s);
   }
+  return CX_OK;
 }
 
 /* One step: forward, and in training backward and an SGD step (timed as "optimizer"). */
@@ -96,8 +102,8 @@ static cx_status profile(const profile_opts *o, cx_profile *pr, cx_trace **tr) {
   cx_program *p = NULL;
   int64_t classes = 0;
   CX_TRY(build(o, &p, &classes));
-  fill_inputs(p, classes);
-  cx_status s = o->trace ? cx_trace_create(tr) : CX_OK;
+  cx_status s = fill_inputs(p, classes);
+  if (s == CX_OK && o->trace) s = cx_trace_create(tr);
   if (s == CX_OK) s = run_steps(o, p, *tr, pr);
   if (s == CX_OK && o->trace) s = cx_trace_write(*tr, o->trace);
   if (s == CX_OK && !o->json) {
@@ -204,11 +210,11 @@ static cx_status bench(const profile_opts *o, double *images_per_s, double *ms_p
   cx_program *p = NULL;
   int64_t classes = 0;
   CX_TRY(build(o, &p, &classes));
-  fill_inputs(p, classes);
+  cx_status s = fill_inputs(p, classes);
   cx_optim_config c = cx_optim_defaults(CX_OPTIM_SGD);
   c.weight_decay = 5e-4f;
   cx_optimizer *opt = NULL;
-  cx_status s = cx_optimizer_for_program(&c, p, &opt);
+  if (s == CX_OK) s = cx_optimizer_for_program(&c, p, &opt);
   double unused = 0, t0 = 0;
   for (int64_t k = 0; k < o->warmup + o->steps && s == CX_OK; k++) {
     if (k == o->warmup) t0 = cx_profile_now();

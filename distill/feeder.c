@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../core/program.h"
+#include "../core/program_input.h"
 #include "../train/trainer.h"
 #include "internal.h"
 
@@ -308,15 +308,10 @@ static void combine(cx_kd *kd, int64_t n, float *out) {
 
 static cx_status write_input(cx_program *p, const char *name, const float *src, int64_t n,
                              size_t per) {
-  cx_tensor *t = cx_program_tensor(p, name);
-  if (!t) return CX_OK; /* alpha 0: the graph does not read the teacher */
-  size_t all = cx_tensor_nbytes(t);
-  if (per * (size_t)n > all)
-    return cx_fail(CX_ERR_SHAPE, "distillation: %lld samples do not fit the input '%s'",
-                   (long long)n, name);
-  memcpy(t->data, src, per * (size_t)n);
-  memset((char *)t->data + per * (size_t)n, 0, all - per * (size_t)n);
-  return CX_OK;
+  if (!cx_program_tensor(p, name)) return CX_OK; /* alpha 0: the graph does not read the teacher */
+  cx_status s = cx_program_write_input(p, name, src, per * (size_t)n);
+  if (s != CX_OK) cx_error_prefix("distillation");
+  return s;
 }
 
 static cx_status write_features(cx_kd *kd, cx_program *p, int64_t n) {

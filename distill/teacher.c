@@ -3,12 +3,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/program.h"
+#include "../core/program_input.h"
 #include "internal.h"
 
 struct cx_kd_teacher {
   cx_program *p;
-  cx_tensor *input;
+  const cx_tensor *input;
+  const char *input_name; /* the program graph's own string */
   const cx_tensor *logits;
   int n_features;
   const cx_tensor **features;
@@ -98,6 +99,7 @@ static cx_status open_program(cx_kd_teacher *t, const cx_graph *teacher,
   }
   const cx_graph *pg = cx_program_graph(t->p);
   t->input = cx_program_tensor(t->p, in_name);
+  t->input_name = pg->values[cx_graph_find_value(pg, in_name)].name;
   t->logits = cx_program_value_tensor(t->p, pg->outputs[0]);
   t->features = calloc((size_t)n + 1, sizeof *t->features);
   if (!t->features) return cx_fail(CX_ERR_NOMEM, "out of memory");
@@ -143,9 +145,8 @@ cx_status cx_kd_teacher_run(cx_kd_teacher *t, const float *images, int64_t n) {
     return cx_fail(CX_ERR_ARG, "teacher: %lld images for a program of batch %lld", (long long)n,
                    (long long)t->batch);
   size_t per = cx_tensor_nbytes(t->input) / (size_t)t->batch;
-  memcpy(t->input->data, images, per * (size_t)n);
   /* inference is per sample: the padding changes nothing of the first n */
-  memset((char *)t->input->data + per * (size_t)n, 0, per * (size_t)(t->batch - n));
+  CX_TRY(cx_program_write_input(t->p, t->input_name, images, per * (size_t)n));
   CX_TRY(cx_program_forward(t->p));
   for (int i = 0; i <= t->n_features; i++)
     CX_TRY(cx_program_read(t->p, i ? t->features[i - 1] : t->logits, t->host[i]));

@@ -1,8 +1,7 @@
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "../core/program.h"
+#include "../core/program_input.h"
 #include "train_graph.h"
 #include "trainer.h"
 
@@ -43,10 +42,9 @@ cx_status cx_check_model_input(const cx_graph *model, const cx_batch *b, const c
   return CX_OK;
 }
 
-static cx_status eval_loop(cx_program *p, cx_loader *l, const char *path, int64_t batch,
-                           float *logits, cx_eval_sums *sums) {
+static cx_status eval_loop(cx_program *p, cx_loader *l, const char *path, float *logits,
+                           cx_eval_sums *sums) {
   const cx_graph *model = cx_program_graph(p);
-  cx_tensor *in = cx_program_tensor(p, "input");
   const cx_tensor *out = cx_program_value_tensor(p, cx_model_logits(cx_program_graph(p)));
   int64_t classes = out->shape.d[out->shape.ndim - 1];
   CX_TRY(cx_loader_epoch_begin(l, 0));
@@ -55,11 +53,9 @@ static cx_status eval_loop(cx_program *p, cx_loader *l, const char *path, int64_
     CX_TRY(cx_loader_next(l, &b));
     if (b.size == 0) return CX_OK;
     if (b.index == 0) CX_TRY(cx_check_model_input(model, &b, path));
-    if (!in) return cx_fail(CX_ERR_ARG, "the model has no input named 'input'");
-    size_t per = (size_t)(b.c * b.h * b.w) * sizeof(float);
-    memcpy(in->data, b.images, per * (size_t)b.size);
     /* a short last batch is padded with zeros; inference is per sample, so they change nothing */
-    memset((char *)in->data + per * (size_t)b.size, 0, per * (size_t)(batch - b.size));
+    size_t per = (size_t)(b.c * b.h * b.w) * sizeof(float);
+    CX_TRY(cx_program_write_input(p, "input", b.images, per * (size_t)b.size));
     CX_TRY(cx_program_forward(p));
     for (int64_t i = 0; i < b.size; i++)
       if (b.labels[i] >= classes)
@@ -72,7 +68,9 @@ static cx_status eval_loop(cx_program *p, cx_loader *l, const char *path, int64_
 
 cx_status cx_evaluate_program(cx_program *p, const char *path, const char *part,
                               const cx_augment *pre, cx_eval_result *r) {
-  int64_t batch = cx_program_tensor(p, "input")->shape.d[0];
+  const cx_tensor *in = cx_program_tensor(p, "input");
+  if (!in) return cx_fail(CX_ERR_ARG, "the model has no input named 'input'");
+  int64_t batch = in->shape.d[0];
   cx_loader_opts lo = cx_loader_defaults();
   lo.part = part;
   lo.batch_size = batch;
@@ -83,7 +81,7 @@ cx_status cx_evaluate_program(cx_program *p, const char *path, const char *part,
   const cx_tensor *out = cx_program_value_tensor(p, cx_model_logits(cx_program_graph(p)));
   float *logits = malloc(cx_tensor_nbytes(out));
   cx_eval_sums sums = {0};
-  cx_status s = logits ? eval_loop(p, l, path, batch, logits, &sums)
+  cx_status s = logits ? eval_loop(p, l, path, logits, &sums)
                        : cx_fail(CX_ERR_NOMEM, "out of memory");
   if (s == CX_OK) *r = cx_eval_sums_result(&sums);
   free(logits);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/program.h"
+#include "../core/program_input.h"
 #include "optim_program.h"
 #include "train_graph.h"
 #include "trainer.h"
@@ -135,9 +135,9 @@ static cx_status train_step(lr_run *run, const cx_graph *model, const cx_lr_find
   cx_batch b;
   CX_TRY(next_batch(run, &b));
   if (i == 0) CX_TRY(cx_check_model_input(model, &b, o->path));
-  cx_tensor *x = cx_program_tensor(run->p, "input"), *y = cx_program_tensor(run->p, "labels");
-  CX_TRY(cx_program_write(run->p, x, b.images));
-  CX_TRY(cx_program_write(run->p, y, b.labels));
+  size_t per = (size_t)(b.c * b.h * b.w) * sizeof(float); /* whole batches: drop_last */
+  CX_TRY(cx_program_write_input(run->p, "input", b.images, per * (size_t)b.size));
+  CX_TRY(cx_program_write_input(run->p, "labels", b.labels, sizeof(int64_t) * (size_t)b.size));
   CX_TRY(cx_program_forward(run->p));
   float value;
   CX_TRY(cx_program_read(run->p, cx_program_tensor(run->p, "loss"), &value));
