@@ -3,7 +3,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../core/program.h"
+#include "../core/program_input.h"
 #include "../core/rng.h"
 #include "../models/tiny_cnn.h"
 #include "../train/optim.h"
@@ -17,16 +17,22 @@ typedef struct demo_opts {
 } demo_opts;
 
 /* Random data with something to learn: each image is its class's random pattern plus noise. */
-static void fill_batch(cx_program *p, int batch, int size, int classes, uint64_t seed) {
-  cx_tensor *x = cx_program_tensor(p, "images"), *y = cx_program_tensor(p, "labels");
-  float *xd = x->data;
-  int64_t *yd = y->data, pixels = (int64_t)size * size;
-  for (int i = 0; i < batch; i++) {
+static cx_status fill_batch(cx_program *p, int batch, int size, int classes, uint64_t seed) {
+  int64_t pixels = (int64_t)size * size;
+  float *xd = malloc(sizeof(float) * (size_t)(batch * pixels));
+  int64_t *yd = malloc(sizeof(int64_t) * (size_t)batch);
+  cx_status s = xd && yd ? CX_OK : cx_fail(CX_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < batch && s == CX_OK; i++) {
     yd[i] = (int64_t)(cx_rng_uniform(cx_rng_key(seed, 2, 0), (uint64_t)i) * classes);
     for (int64_t j = 0; j < pixels; j++)
       xd[i * pixels + j] = cx_rng_normal(cx_rng_key(seed, 3, (uint64_t)yd[i]), (uint64_t)j) +
                            0.5f * cx_rng_normal(cx_rng_key(seed, 1, 0), (uint64_t)(i * pixels + j));
   }
+  if (s == CX_OK) s = cx_program_write_input(p, "images", xd, sizeof(float) * (size_t)(batch * pixels));
+  if (s == CX_OK) s = cx_program_write_input(p, "labels", yd, sizeof(int64_t) * (size_t)batch);
+  free(xd);
+  free(yd);
+  return s;
 }
 
 static double seconds(void) {
@@ -73,17 +79,19 @@ static cx_status train(const demo_opts *o, float *first, float *last, cx_memory_
   if (s != CX_OK) return s;
   *mem = cx_program_memory(p);
   if (!o->json) cx_program_print(p, stdout);
-  fill_batch(p, o->batch, SIZE, CLASSES, o->seed);
   cx_optimizer *opt = NULL;
   cx_tensor **grads = NULL;
-  s = make_optimizer(p, &opt, &grads);
+  s = fill_batch(p, o->batch, SIZE, CLASSES, o->seed);
+  if (s == CX_OK) s = make_optimizer(p, &opt, &grads);
   double t0 = seconds();
   for (int step = 0; step < o->steps && s == CX_OK; step++) {
     s = cx_program_forward(p);
     if (s == CX_OK) s = cx_program_backward(p);
     if (s == CX_OK) s = cx_optimizer_step(opt, grads, cx_optimizer_config(opt)->lr);
     if (s != CX_OK) break;
-    float loss = *(float *)cx_program_tensor(p, "loss")->data;
+    float loss;
+    s = cx_program_read(p, cx_program_tensor(p, "loss"), &loss);
+    if (s != CX_OK) break;
     if (step == 0) *first = loss;
     *last = loss;
     if (!o->json && (step % o->log_every == 0 || step == o->steps - 1))

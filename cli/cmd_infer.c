@@ -98,7 +98,12 @@ static cx_status write_outputs(const infer_opts *o, const cx_graph *g, cx_progra
     if (!t) return cx_fail(CX_ERR_ARG, "output '%s' is not in the compiled program", name);
     char path[4200];
     output_path(o->out, k, path, sizeof path);
-    CX_TRY(cx_npy_write(path, t->dtype, &t->shape, t->data));
+    void *host = malloc(cx_tensor_nbytes(t) + 1);
+    if (!host) return cx_fail(CX_ERR_NOMEM, "out of memory");
+    cx_status s = cx_program_read(p, t, host);
+    if (s == CX_OK) s = cx_npy_write(path, t->dtype, &t->shape, host);
+    free(host);
+    CX_TRY(s);
   }
   return CX_OK;
 }

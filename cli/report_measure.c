@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../core/program.h"
+#include "../core/program_input.h"
 #include "../import/onnx.h"
 #include "device.h"
 #include "report.h"
@@ -33,20 +33,24 @@ static double median(double *v, int n) {
 }
 
 /* Every graph input filled with 0.5 (f32) or 0 (anything else). */
-static void fill_inputs(cx_program *p) {
+static cx_status fill_inputs(cx_program *p) {
   const cx_graph *g = cx_program_graph(p);
   for (int v = 0; v < g->n_values; v++) {
     if (g->values[v].kind != CX_VALUE_INPUT) continue;
     const cx_tensor *t = cx_program_value_tensor(p, v);
     int64_t n = cx_tensor_numel(t);
-    if (t->dtype == CX_F32)
-      for (int64_t i = 0; i < n; i++) ((float *)t->data)[i] = 0.5f;
-    else memset(t->data, 0, cx_tensor_nbytes(t));
+    void *host = calloc(cx_tensor_nbytes(t) + 1, 1);
+    if (!host) return cx_fail(CX_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; t->dtype == CX_F32 && i < n; i++) ((float *)host)[i] = 0.5f;
+    cx_status s = cx_program_write_input(p, g->values[v].name, host, cx_tensor_nbytes(t));
+    free(host);
+    CX_TRY(s);
   }
+  return CX_OK;
 }
 
 static cx_status time_program(cx_program *p, int runs, double *ms) {
-  fill_inputs(p);
+  CX_TRY(fill_inputs(p));
   double *t = malloc(sizeof(double) * (size_t)runs);
   cx_status s = t ? CX_OK : cx_fail(CX_ERR_NOMEM, "out of memory");
   for (int i = -2; s == CX_OK && i < runs; i++) {

@@ -625,12 +625,16 @@ void cx_program_set_profiling(cx_program *p, bool on) {
 
 const cx_node_timing *cx_program_timings(const cx_program *p) { return p->timing; }
 
-static bool tensor_finite(const cx_tensor *t) {
+/* Whether an f32 tensor of the program is finite, read back through the backend (its memory
+ * may be a device's); a tensor that cannot be read counts as finite. */
+static bool tensor_finite(const cx_program *p, const cx_tensor *t) {
   if (t->dtype != CX_F32 || !t->data) return true;
-  const float *x = t->data;
-  for (int64_t i = 0; i < cx_tensor_numel(t); i++)
-    if (!isfinite(x[i])) return false;
-  return true;
+  float *x = malloc(cx_tensor_nbytes(t) + 1);
+  bool finite = true;
+  if (x && cx_program_read(p, t, x) == CX_OK)
+    for (int64_t i = 0; i < cx_tensor_numel(t) && finite; i++) finite = isfinite(x[i]);
+  free(x);
+  return finite;
 }
 
 /* Re-runs the step node by node and names the first node whose output is not finite while all its
@@ -639,7 +643,7 @@ static bool tensor_finite(const cx_tensor *t) {
 cx_status cx_program_locate_nonfinite(cx_program *p, char *msg, size_t len) {
   const cx_graph *g = p->g;
   for (int k = 0; k < p->n_params; k++)
-    if (!tensor_finite(&p->t[p->param_value[k]])) {
+    if (!tensor_finite(p, &p->t[p->param_value[k]])) {
       snprintf(msg, len, "parameter '%s' holds NaN or Inf", g->values[p->param_value[k]].name);
       return CX_OK;
     }
@@ -648,7 +652,7 @@ cx_status cx_program_locate_nonfinite(cx_program *p, char *msg, size_t len) {
     CX_TRY(run_node(p, i));
     const cx_node *n = &g->nodes[i];
     for (int k = 0; k < n->n_out; k++) {
-      if (tensor_finite(&p->t[n->out[k]])) continue;
+      if (tensor_finite(p, &p->t[n->out[k]])) continue;
       char sh[CX_SHAPE_STR];
       snprintf(msg, len, "node '%s' (%s, %s pass) produced NaN or Inf in '%s' %s from finite inputs",
                n->name, n->op->name, i < p->n_fwd ? "forward" : "backward",
