@@ -6,7 +6,12 @@
  *     the half is exactly zero at the end and the other half is not);
  *   - the test extension's state (its update count) survives a resume, and a run stopped and
  *     resumed ends bit-identical to one that never stopped, with EMA, clipping, accumulation 2
- *     and dynamic loss scaling on. */
+ *     and dynamic loss scaling on.
+ * `test_compose guard` runs ResNet-20 and MobileNetV2 through the guard backend (kernels/guard/:
+ * memory host code cannot touch) the same way — KD, the test extension, EMA, clipping,
+ * accumulation 2, loss scaling, a checkpoint, a resume and the evaluations — and requires the
+ * result bit-identical to the same run on the CPU backend: any host access to backend memory
+ * is a crash there, not a silent bug on a GPU later. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +21,7 @@
 #include "../core/program.h"
 #include "../distill/distill.h"
 #include "../kernels/cpu/cpu.h"
+#include "../kernels/guard/guard.h"
 #include "../models/layers.h"
 #include "../models/zoo.h"
 #include "../train/trainer.h"
@@ -271,7 +277,45 @@ static void test_two_builders_refused(const paths *p) {
   cx_kd_close(k2);
 }
 
-int main(void) {
+static cx_graph *model_spec;
+static cx_graph *from_spec(void) { return cx_graph_clone(model_spec); }
+
+/* A zoo model through the guard, stopped at step 3 and resumed, against the CPU straight. */
+static void test_guard(const paths *p, const char *spec, const char *weight) {
+  CHECK(cx_model_build(spec, &model_spec, NULL) == CX_OK, "%s: %s", spec, cx_last_error());
+  if (!model_spec) return;
+  use_ema = true;
+  outcome cpu = train_run(p, cx_backend_cpu(), from_spec, teacher_graph, weight, 0);
+  outcome guard = train_run(p, cx_backend_guard(), from_spec, teacher_graph, weight, 3);
+  if (cpu.status == CX_OK && guard.status == CX_OK) {
+    printf("%s through the guard: %lld steps (resumed at %lld), top-1 %.2f%% (CPU %.2f%%), "
+           "loss %.6f (CPU %.6f)\n", spec, (long long)guard.r.steps,
+           (long long)guard.r.resumed_step, guard.r.val.top1, cpu.r.val.top1,
+           guard.r.final_loss, cpu.r.final_loss);
+    CHECK(guard.r.resumed_step == 3, "resumed at %lld", (long long)guard.r.resumed_step);
+    CHECK(same_model(cpu.model, guard.model), "%s: the guard's model differs from the CPU's",
+          spec);
+    CHECK(guard.r.final_loss == cpu.r.final_loss && guard.r.val.top1 == cpu.r.val.top1 &&
+          guard.r.val.loss == cpu.r.val.loss, "%s: loss %.9g / %.9g, top-1 %g / %g", spec,
+          guard.r.final_loss, cpu.r.final_loss, guard.r.val.top1, cpu.r.val.top1);
+    CHECK(guard.kd.teacher_batches > 0 && guard.updates[1] == (double)guard.r.steps,
+          "%s: teacher batches %lld, extension steps %g", spec,
+          (long long)guard.kd.teacher_batches, guard.updates[1]);
+    cx_eval_result e;
+    cx_train_opts o = recipe(p, NULL, NULL);
+    CHECK(cx_evaluate(guard.model, cx_backend_guard(), p->val, NULL, &o.val_aug, 64, &e) ==
+          CX_OK && e.top1 == cpu.r.val.top1,
+          "%s: evaluated through the guard: %s, top-1 %g", spec, cx_last_error(), e.top1);
+  }
+  CHECK(cx_guard_live_regions() == 0, "%d guard regions left", cx_guard_live_regions());
+  free_outcome(&cpu);
+  free_outcome(&guard);
+  cx_graph_free(model_spec);
+  model_spec = NULL;
+}
+
+int main(int argc, char **argv) {
+  bool guard = argc > 1 && !strcmp(argv[1], "guard");
   paths p;
   snprintf(p.dir, sizeof p.dir, "/tmp/cx_compose_XXXXXX");
   CHECK(mkdtemp(p.dir) != NULL, "%s", "mkdtemp");
@@ -282,7 +326,10 @@ int main(void) {
   if (s == CX_OK) s = fmnist_subset(p.test, p.val, 0, 256);
   CHECK(s == CX_OK, "data: %s", cx_last_error());
   teacher_graph = small_cnn(99); /* an untrained teacher still changes the loss */
-  if (s == CX_OK) {
+  if (s == CX_OK && guard) {
+    test_guard(&p, "resnet20:classes=10,input=1x28x28", "layer1.0.conv2.weight");
+    test_guard(&p, "mobilenet_v2:width=0.5,classes=10,input=1x28x28", "features.2.conv.1.0.weight");
+  } else if (s == CX_OK) {
     test_kd_and_zero_half(&p);
     test_two_builders_refused(&p);
   }
