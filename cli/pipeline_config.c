@@ -115,7 +115,10 @@ static cx_status read_stage(cx_pipeline *p, cx_pipeline_stage *s, const cx_toml 
   CX_TRY(cx_train_config_read_data(tc, p->data));
   if (training) CX_TRY(cx_train_config_read_train(tc, training, extra));
   if (!cx_toml_get(training, "seed")) tc->opts.seed = (uint64_t)p->seed;
-  if (!cx_toml_get(training, "precision")) tc->opts.precision = p->precision;
+  if (!cx_toml_get(training, "precision")) {
+    tc->opts.precision = p->precision;
+    tc->precision_node = cx_toml_get(cx_toml_get(p->doc, "run"), "precision");
+  }
   tc->threads = tc->opts.threads = p->threads;
   tc->opts.keep_checkpoints = p->keep_checkpoints;
   return CX_OK;
@@ -301,6 +304,7 @@ cx_status cx_pipeline_check(cx_pipeline *p) {
   for (int i = 0; i < CX_STAGE_COUNT; i++) {
     cx_pipeline_stage *s = &p->stages[i];
     s->tc.opts.backend = p->backend;
+    if (s->present) CX_TRY(cx_train_config_check_precision(&s->tc, p->backend));
     /* a stage that trains an earlier stage's model is checked when that one runs */
     if (!s->present || s->def->load_model || checked_before(p, i)) continue;
     cx_graph *g = NULL;

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "../core/graph_shapes.h"
-#include "../kernels/cpu/cpu.h"
 #include "train_graph.h"
 
 /* ---- keys ---- */
@@ -297,11 +296,19 @@ cx_status cx_train_config_read_precision(const cx_toml *t, cx_precision fallback
   int k;
   CX_TRY(get_choice(t, "precision", names[fallback], names, &k));
   *p = of[k];
-  const cx_backend *b = cx_backend_cpu();
-  if (*p == CX_PRECISION_F32 || b->check_precision(b, *p) == CX_OK) return CX_OK;
-  char why[300];
+  return CX_OK;
+}
+
+cx_status cx_train_config_check_precision(const cx_train_config *c, const cx_backend *b) {
+  cx_precision p = c->opts.precision;
+  if (p == CX_PRECISION_F32 || !b) return CX_OK;
+  cx_status s = b->check_precision ? b->check_precision(b, p)
+                : cx_fail(CX_ERR_UNSUPPORTED, "the %s backend computes only in fp32", b->name);
+  if (s == CX_OK) return CX_OK;
+  char why[400];
   snprintf(why, sizeof why, "%s", cx_last_error());
-  return cx_toml_fail(cx_toml_get(t, "precision"), CX_ERR_UNSUPPORTED, "%s", why);
+  if (!c->precision_node) return cx_fail(s, "%s: %s", c->path, why);
+  return cx_toml_fail(c->precision_node, s, "%s", why);
 }
 
 /* loss_scale = "none" | "dynamic" | a number (a static scale). */
@@ -388,6 +395,7 @@ static cx_status read_train(cx_train_config *c, const cx_toml *t, const char *co
   CX_TRY(get_int(t, "checkpoint_every", 0, 0, INT64_MAX, &o->checkpoint_every));
   CX_TRY(get_i32(t, "log_every", 50, 1, 1 << 30, &o->log_every));
   CX_TRY(cx_train_config_read_precision(t, CX_PRECISION_F32, &o->precision));
+  c->precision_node = cx_toml_get(t, "precision");
   return cx_toml_bool(t, "diagnostics", true, &o->diagnostics);
 }
 
@@ -618,6 +626,7 @@ cx_status cx_train_config_check(const cx_train_config *c, const cx_graph *model)
                           c->train_path, (long long)tr.c, (long long)tr.h, (long long)tr.w,
                           (long long)tr.num_classes);
   }
+  CX_TRY(cx_train_config_check_precision(c, c->opts.backend));
   CX_TRY(check_channels(c, &tr));
   return check_model(c, model, &tr);
 }

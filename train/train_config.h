@@ -31,6 +31,7 @@ typedef struct cx_train_config {
   char hash[CX_TRAIN_HASH_MAX + 1];
   /* nodes for messages: the model key, the data keys, mean and std (NULL when absent) */
   const cx_toml *model_node, *train_node, *val_node, *mean_node, *std_node;
+  const cx_toml *precision_node; /* the precision key in force, or NULL */
 } cx_train_config;
 
 /* Parses and checks the file: unknown keys (with a suggestion), types, ranges, and keys that the
@@ -58,6 +59,9 @@ cx_status cx_train_config_read_train(cx_train_config *c, const cx_toml *train,
 /* [run] device of table run (NULL: the default "cpu") as one of "cpu", "cuda", "auto"; the
  * message of another value names them. */
 cx_status cx_train_config_read_device(const cx_toml *run, const char **device);
+/* Whether backend b computes in the config's precision; the message points at its key. Part of
+ * cx_train_config_check (with opts.backend), which callers run once they chose the backend. */
+cx_status cx_train_config_check_precision(const cx_train_config *c, const cx_backend *b);
 cx_status cx_train_config_read_precision(const cx_toml *t, cx_precision fallback,
                                          cx_precision *p);
 /* A hash of n nodes (NULL ones skipped), each hashed as if it stood in a train config under the
