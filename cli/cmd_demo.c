@@ -73,7 +73,7 @@ static cx_status train(const demo_opts *o, float *first, float *last, cx_memory_
   cx_program *p = NULL;
   cx_compile_opts co = {.batch = o->batch, .training = true, .loss = "loss",
                         .seed = o->seed};
-  cx_status s = cx_cli_backend(NULL, "demo", &co.backend);
+  cx_status s = cx_cli_backend(NULL, &co.backend);
   if (s == CX_OK) s = cx_program_compile(g, &co, &p);
   cx_graph_free(g);
   if (s != CX_OK) return s;

@@ -86,7 +86,7 @@ static cx_status evaluate(const eval_args *a, eval_run *e) {
   if (s == CX_OK) cx_preprocess_to_augment(&e->pre, &aug);
   double t0 = seconds();
   const cx_backend *be = NULL;
-  if (s == CX_OK) s = cx_cli_backend(a->device, "--device", &be);
+  if (s == CX_OK && (s = cx_cli_backend(a->device, &be)) != CX_OK) cx_error_prefix("--device");
   if (s == CX_OK) s = cx_evaluate(g, be, a->data, a->part, &aug, a->batch, &e->r);
   e->seconds = seconds() - t0;
   free(old);

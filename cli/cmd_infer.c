@@ -133,7 +133,7 @@ static double seconds(void) {
 static cx_status run_model(const infer_opts *o, const cx_graph *g, const feeds *f, int64_t batch) {
   cx_program *p = NULL;
   cx_compile_opts co = {.batch = batch};
-  CX_TRY(cx_cli_backend(NULL, "infer", &co.backend));
+  CX_TRY(cx_cli_backend(NULL, &co.backend));
   CX_TRY(cx_program_compile(g, &co, &p));
   int ids[MAX_FILES];
   cx_cli_graph_inputs(g, ids, MAX_FILES);

@@ -165,7 +165,7 @@ static int run(int argc, char **argv) {
   cx_graph *model = NULL;
   cx_lr_find_result r = {0};
   cx_status s = cx_cli_load_model(l.model, &model, NULL);
-  if (s == CX_OK) s = cx_cli_backend(NULL, "lr-find", &l.o.backend);
+  if (s == CX_OK) s = cx_cli_backend(NULL, &l.o.backend);
   if (s == CX_OK) s = cx_lr_find(model, &l.o, &r);
   if (s == CX_OK && l.svg) s = cx_lr_find_svg(&r, l.svg);
   if (s == CX_OK) (l.json ? print_json : print_text)(&l, &r);

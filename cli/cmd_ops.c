@@ -13,7 +13,7 @@ static int run(int argc, char **argv) {
     else return cx_cli_usage_error(&cx_cmd_ops, "unknown option '%s'", argv[i]);
   }
   const cx_backend *cpu;
-  if (cx_cli_backend("cpu", "ops", &cpu) != CX_OK) return cx_cli_fail(&cx_cmd_ops);
+  if (cx_cli_backend("cpu", &cpu) != CX_OK) return cx_cli_fail(&cx_cmd_ops);
   int n = 0;
   if (json) printf("[");
   else printf("%-30s %-14s %-6s %s\n", "op", "domain", "grad", "cpu");

@@ -34,7 +34,7 @@ static cx_status build(const profile_opts *o, cx_program **p, int64_t *classes) 
   cx_compile_opts co = {.batch = o->batch, .training = o->training,
                         .loss = o->training ? "loss" : NULL,
                         .precision = o->bf16 ? CX_PRECISION_BF16 : CX_PRECISION_F32};
-  if (s == CX_OK) s = cx_cli_backend(NULL, "profile", &co.backend);
+  if (s == CX_OK) s = cx_cli_backend(NULL, &co.backend);
   if (s == CX_OK) s = cx_program_compile(g, &co, p);
   cx_graph_free(g);
   return s;

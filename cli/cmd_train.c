@@ -175,8 +175,10 @@ typedef struct job {
 
 static cx_status prepare(job *j) {
   CX_TRY(cx_train_config_load(j->a.config, &j->c));
-  CX_TRY(cx_cli_backend(j->a.device ? j->a.device : j->c.device,
-                        j->a.device ? "--device" : j->a.config, &j->c.opts.backend));
+  if (j->a.device) {
+    cx_status s = cx_cli_backend(j->a.device, &j->c.opts.backend);
+    if (s != CX_OK) return cx_error_prefix("--device"), s;
+  } else CX_TRY(cx_cli_backend_of(cx_toml_get(j->c.doc, "run"), &j->c.opts.backend));
   j->out = j->a.out ? j->a.out : j->c.out_dir;
   if (!j->out)
     return cx_fail(CX_ERR_ARG, "%s: no output folder: set [run] out_dir or pass --out DIR",

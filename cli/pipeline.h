@@ -65,8 +65,7 @@ struct cx_pipeline {
   cx_precision precision; /* [run] precision: likewise */
   int threads;
   int keep_checkpoints;
-  const char *device;        /* [run] device */
-  const cx_backend *backend; /* what it maps to (cli/device.h), set by cx_pipeline_check */
+  const cx_backend *backend; /* [run] device's (cli/device.h), set by cx_pipeline_check */
   cx_cli_export export;
   double temperature, alpha; /* [distill] */
   const cx_toml *data;

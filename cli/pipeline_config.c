@@ -71,7 +71,8 @@ static cx_status read_run(cx_pipeline *p, const cx_toml *r) {
   CX_TRY(int_in(r, "keep_checkpoints", 2, 1, 1 << 20, &v));
   p->keep_checkpoints = (int)v;
   CX_TRY(cx_train_config_read_precision(r, CX_PRECISION_F32, &p->precision));
-  return cx_train_config_read_device(r, &p->device);
+  const char *device; /* checked here; cx_pipeline_check maps it (cli/device.h) */
+  return cx_train_config_read_device(r, &device);
 }
 
 static cx_status read_export(cx_pipeline *p, const cx_toml *e) {
@@ -298,9 +299,7 @@ static bool checked_before(const cx_pipeline *p, int i) {
 }
 
 cx_status cx_pipeline_check(cx_pipeline *p) {
-  char where[600];
-  snprintf(where, sizeof where, "%s: [run] device", p->path);
-  CX_TRY(cx_cli_backend(p->device, where, &p->backend));
+  CX_TRY(cx_cli_backend_of(cx_toml_get(p->doc, "run"), &p->backend));
   for (int i = 0; i < CX_STAGE_COUNT; i++) {
     cx_pipeline_stage *s = &p->stages[i];
     s->tc.opts.backend = p->backend;

@@ -72,7 +72,7 @@ cx_status cx_report_cpu_latency(const cx_graph *model, int64_t batch, int runs, 
   cx_program *p = NULL;
   /* the report's column is the CPU runtime's latency, whatever device trained the model */
   cx_compile_opts co = {.batch = batch};
-  cx_status s = cx_cli_backend("cpu", "report", &co.backend);
+  cx_status s = cx_cli_backend("cpu", &co.backend);
   if (s == CX_OK) s = cx_program_compile(model, &co, &p);
   if (s == CX_OK) s = time_program(p, runs, ms);
   cx_program_free(p);

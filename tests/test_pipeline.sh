@@ -260,6 +260,8 @@ config_error classes 's/resnet20:classes=10/resnet20:classes=5/' "18:8" \
   "the model has 5 classes (its logits), but"
 config_error precision 's/^threads = 1/precision = "int8"/' "5:13" 'one of "fp32", "bf16", "fp16"'
 config_error precision-fp16 's/^threads = 1/precision = "fp16"/' "5:13" 'fp16 needs a CUDA device'
+config_error device-cuda 's/^threads = 1/device = "cuda"/' "5:10" 'no CUDA backend'
+config_error device-tpu 's/^threads = 1/device = "tpu"/' "5:10" 'one of "cpu", "cuda", "auto"'
 printf '\n[prune]\nsparsity = 0.5\n' >>"$work/pipe.toml"
 config_error prune 's/^#.*//' "39:1" "not implemented yet"
 if ! "$compress" pipeline --help | grep -q "distill"; then fail "help: no distill stage"; fi

@@ -405,7 +405,8 @@ static cx_status read_run(cx_train_config *c, const cx_toml *r) {
   CX_TRY(get_path(c, r, "out_dir", &c->out_dir, &node));
   CX_TRY(get_i32(r, "threads", 0, 0, 1024, &c->threads));
   c->opts.threads = c->threads;
-  CX_TRY(cx_train_config_read_device(r, &c->device));
+  const char *device; /* checked here; the caller maps it to opts.backend (cli/device.h) */
+  CX_TRY(cx_train_config_read_device(r, &device));
   return get_i32(r, "keep_checkpoints", 2, 1, 1 << 20, &c->opts.keep_checkpoints);
 }
 

@@ -20,8 +20,6 @@ typedef struct cx_train_config {
   char *train_path, *val_path;  /* resolved; val_path NULL without [data] val */
   char *out_dir;                /* [run] out_dir resolved, or NULL */
   int threads;                  /* [run] threads; 0: the OpenMP default */
-  const char *device;           /* [run] device: "cpu" (default), "cuda" or "auto"; the caller
-                                   maps it to opts.backend (cli/device.h) */
   int n_mean, n_std;            /* values given in [data] mean and std */
   cx_train_opts opts;           /* paths point into this struct */
   const char **segments;        /* [train] checkpoint_segments (into doc); owned array */
