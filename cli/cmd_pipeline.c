@@ -17,7 +17,7 @@
 enum { PATH_MAX_ = CX_CLI_PATH_MAX };
 
 typedef struct args {
-  const char *file, *out, *only, *from;
+  const char *file, *out, *only, *from, *device;
   int64_t stop_after; /* stop the stage that trains at this step, as if interrupted */
 } args;
 
@@ -283,7 +283,10 @@ static cx_status prepare(runner *r) {
     return cx_fail(CX_ERR_ARG, "%s: no output folder: set [run] out_dir or pass --out DIR",
                    r->a.file);
   CX_TRY(check_order(r));
-  CX_TRY(cx_pipeline_check(&r->p));
+  const cx_backend *backend = NULL;
+  cx_status d = r->a.device ? cx_cli_backend(r->a.device, &backend) : CX_OK;
+  if (d != CX_OK) return cx_error_prefix("--device"), d;
+  CX_TRY(cx_pipeline_check(&r->p, backend));
   char path[PATH_MAX_];
   snprintf(path, sizeof path, "%s/stages", r->out);
   CX_TRY(cx_cli_make_dirs(path));
@@ -311,11 +314,13 @@ static int parse(int argc, char **argv, args *a) {
       char *end;
       if (i + 1 >= argc || (a->stop_after = strtoll(argv[++i], &end, 10)) < 1 || *end)
         return cx_cli_usage_error(&cx_cmd_pipeline, "%s", "--stop-after: a step number above 0");
-    } else if (!strcmp(k, "--out") || !strcmp(k, "--only") || !strcmp(k, "--from")) {
+    } else if (!strcmp(k, "--out") || !strcmp(k, "--only") || !strcmp(k, "--from") ||
+               !strcmp(k, "--device")) {
       if (i + 1 >= argc)
         return cx_cli_usage_error(&cx_cmd_pipeline, "option '%s' needs a value", k);
       const char *v = argv[++i];
-      if (k[2] == 'o' && k[3] == 'u') a->out = v;
+      if (k[2] == 'd') a->device = v;
+      else if (k[2] == 'o' && k[3] == 'u') a->out = v;
       else if (k[2] == 'o') a->only = v;
       else a->from = v;
     } else if (k[0] == '-') return cx_cli_usage_error(&cx_cmd_pipeline, "unknown option '%s'", k);
@@ -359,6 +364,7 @@ const cx_command cx_cmd_pipeline = {
     .summary = "Run a compression pipeline file: teacher, student, distillation, export",
     .usage =
         "usage: compress pipeline FILE.toml [--out DIR] [--only STAGE | --from STAGE]\n"
+        "                                  [--device DEV]\n"
         "       compress FILE.toml [...]\n\n"
         "Runs the stages of a pipeline file in order (docs/pipeline.md lists every key):\n"
         "    teacher   [teacher]: a built-in model trained under [teacher.train], or an\n"
@@ -367,6 +373,7 @@ const cx_command cx_cmd_pipeline = {
         "              writes student_scratch.onnx\n"
         "    distill   [distill]: the student distilled from the teacher; writes\n"
         "              student.onnx\n"
+        "    prune, quantize  [prune], [quantize]: not implemented yet (refused)\n"
         "into the output folder ([run] out_dir, or --out), with checkpoints/<stage>/,\n"
         "metrics.jsonl (each line with its \"stage\"), tensorboard/ and stages/ (the\n"
         "manifest), and then report.md, report.html and report.json: every complete stage's\n"
@@ -377,6 +384,7 @@ const cx_command cx_cmd_pipeline = {
         "    --out DIR       the output folder (instead of [run] out_dir)\n"
         "    --only STAGE    run this stage only, even if complete\n"
         "    --from STAGE    run this stage and the ones after it, even if complete\n"
+        "    --device DEV    cpu, cuda or auto, instead of [run] device\n"
         "    --stop-after N  stop a training stage at step N with a checkpoint, as Ctrl-C\n"
         "                    does (the next run continues from there)\n",
     .run = run,

@@ -75,9 +75,10 @@ struct cx_pipeline {
 /* Parses and checks the file (keys, types, ranges, which tables go together); opens nothing but
  * the file and, for the stage hashes, stats the files it names. On failure p holds nothing. */
 cx_status cx_pipeline_load(const char *path, cx_pipeline *p);
-/* Loads every model the stages need and checks them against the data: the data files open,
- * input shapes and class counts agree between data, teacher and student. */
-cx_status cx_pipeline_check(cx_pipeline *p);
+/* Chooses the backend (backend, or NULL: [run] device's) and checks that it computes in each
+ * stage's precision; loads every model the stages need and checks them against the data: the
+ * data files open, input shapes and class counts agree between data, teacher and student. */
+cx_status cx_pipeline_check(cx_pipeline *p, const cx_backend *backend);
 void cx_pipeline_free(cx_pipeline *p);
 /* The stage called name, or -1. */
 int cx_pipeline_stage_find(const char *name);

@@ -298,8 +298,9 @@ static bool checked_before(const cx_pipeline *p, int i) {
   return false;
 }
 
-cx_status cx_pipeline_check(cx_pipeline *p) {
-  CX_TRY(cx_cli_backend_of(cx_toml_get(p->doc, "run"), &p->backend));
+cx_status cx_pipeline_check(cx_pipeline *p, const cx_backend *backend) {
+  if (backend) p->backend = backend;
+  else CX_TRY(cx_cli_backend_of(cx_toml_get(p->doc, "run"), &p->backend));
   for (int i = 0; i < CX_STAGE_COUNT; i++) {
     cx_pipeline_stage *s = &p->stages[i];
     s->tc.opts.backend = p->backend;
