@@ -124,6 +124,7 @@ static cx_status train_stage(runner *r, cx_pipeline_stage *s, cx_graph *g, const
   if (st == CX_OK && s->def->begin) st = s->def->begin(&sr);
   if (st == CX_OK) st = cx_train(g, o, res);
   cx_status e = s->def->end ? s->def->end(&sr) : CX_OK;
+  o->extensions = NULL, o->n_extensions = 0; /* they lived in sr */
   return st != CX_OK ? st : e;
 }
 

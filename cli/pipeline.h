@@ -27,6 +27,9 @@ typedef struct cx_stage_def {
   const char *name;   /* "teacher", "scratch", "distill", "prune", "quantize": --only, folders */
   const char *output; /* "teacher.onnx", ... in the output folder */
   const char *model;  /* the output's row in the report: "teacher", "student (distilled)" */
+  /* What the report's summary line compares the final model with: the teacher, and the
+   * uncompressed student (the baseline); other stages are plain rows. */
+  enum { CX_STAGE_ROW, CX_STAGE_TEACHER_ROW, CX_STAGE_BASELINE_ROW } report_role;
   /* The stages whose output model this one may take, nearest first, NULL-terminated: the first
    * present is its input (teacher -> distill -> prune -> quantize). NULL: it takes none. */
   const char *const *inputs;

@@ -170,8 +170,8 @@ static cx_status collect(builder *b) {
       continue;
     CX_TRY(add_row(b, s, &res));
     /* the summary's references: the teacher, and the student trained without compression */
-    if (!strcmp(s->name, "teacher")) b->teacher = s->model;
-    if (!strcmp(s->name, "scratch")) b->baseline = s->model;
+    if (s->def->report_role == CX_STAGE_TEACHER_ROW) b->teacher = s->model;
+    if (s->def->report_role == CX_STAGE_BASELINE_ROW) b->baseline = s->model;
     read_curves(b, &b->rows[b->n - 1]);
   }
   return CX_OK;

@@ -11,9 +11,9 @@ static const char *const from_compressed[] = {"prune", "distill", "scratch", NUL
 
 const cx_stage_def cx_stage_defs[CX_STAGE_COUNT] = {
     {.name = "teacher", .output = "teacher.onnx", .model = "teacher",
-     .read = cx_pipeline_read_teacher},
+     .report_role = CX_STAGE_TEACHER_ROW, .read = cx_pipeline_read_teacher},
     {.name = "scratch", .output = "student_scratch.onnx", .model = "student (scratch)",
-     .read = cx_pipeline_read_scratch},
+     .report_role = CX_STAGE_BASELINE_ROW, .read = cx_pipeline_read_scratch},
     {.name = "distill", .output = "student.onnx", .model = "student (distilled)",
      .inputs = from_teacher, .read = cx_pipeline_read_distill, .salt = cx_pipeline_distill_salt,
      .begin = cx_pipeline_distill_begin, .end = cx_pipeline_distill_end},
