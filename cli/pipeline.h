@@ -117,11 +117,13 @@ cx_status cx_pipeline_manifest_write(const char *out, const char *stage, const c
 
 /* Writes out/report.md, report.html and report.json for every stage that is complete (its
  * output there and its manifest's hash current): each stage's model (top-1, top-5 and loss on
- * the validation set and its training time and throughput from the manifest; parameters, MACs,
- * file size and latency at batch 1 and 32, ours and ONNX Runtime's when it is installed,
- * measured from the ONNX file), the stages' curves from out/metrics.jsonl and the input
- * preprocessing. Stages that are not complete are left out; *models: the rows written (0: no
- * stage is complete, and no report is written). */
+ * the validation set and its training time and throughput from the manifest; parameters total
+ * and non-zero, MACs dense and effective, file and gzip size and latency at batch 1 and 32, ours
+ * and ONNX Runtime's when it is installed, measured from the ONNX file; a cell that could not be
+ * measured says why), a summary line (the final model against the report_role rows), the
+ * stages' curves from out/metrics.jsonl and the input preprocessing. Stages that are not
+ * complete are left out; *models: the rows written (0: no stage is complete, and no report is
+ * written). */
 cx_status cx_pipeline_report(const cx_pipeline *p, const char *out, int *models);
 
 /* ---- running a stage (cli/cmd_pipeline.c runs, the records' functions fill in) ---- */
