@@ -1,8 +1,11 @@
-/* Fashion-MNIST (Debian's dataset-fashion-mnist) as HDF5 data sets for the tests that train. */
+/* Fashion-MNIST (Debian's dataset-fashion-mnist) as HDF5 data sets for the tests that train,
+ * and a small model for it. */
 #include "fmnist.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "../models/layers.h"
 
 #define FMNIST "/usr/share/datasets/fashion-mnist"
 
@@ -34,4 +37,17 @@ cx_status fmnist_subset(const char *src, const char *dst, int64_t start, int64_t
   free(img);
   cx_dataset_close(d);
   return s;
+}
+
+cx_graph *fmnist_small_cnn(uint64_t seed) {
+  cx_graph *g = cx_graph_new();
+  cx_net n;
+  cx_feat x;
+  cx_net_begin(&n, g, seed, true, 1, 28, 28, &x);
+  x = cx_net_conv_bn_act(&n, "block1", x, 8, 3, 2, 1, CX_NL_RELU);
+  x = cx_net_conv_bn_act(&n, "block2", x, 16, 3, 2, 1, CX_NL_RELU);
+  x = cx_net_pool_flatten(&n, "pool", x);
+  x = cx_net_linear(&n, "fc", "logits", x, 10, CX_LINEAR_TORCH_DEFAULT);
+  cx_graph_mark_output(g, x.v);
+  return g;
 }

@@ -32,19 +32,6 @@ typedef struct paths {
   char dir[64], train[96], test[96], small[96], val[96];
 } paths;
 
-static cx_graph *small_cnn(uint64_t seed) {
-  cx_graph *g = cx_graph_new();
-  cx_net n;
-  cx_feat x;
-  cx_net_begin(&n, g, seed, true, 1, 28, 28, &x);
-  x = cx_net_conv_bn_act(&n, "block1", x, 8, 3, 2, 1, CX_NL_RELU);
-  x = cx_net_conv_bn_act(&n, "block2", x, 16, 3, 2, 1, CX_NL_RELU);
-  x = cx_net_pool_flatten(&n, "pool", x);
-  x = cx_net_linear(&n, "fc", "logits", x, 10, CX_LINEAR_TORCH_DEFAULT);
-  cx_graph_mark_output(g, x.v);
-  return g;
-}
-
 /* ---- the test extension: zero the first half of one weight after every update ---- */
 
 typedef struct zero_half {
@@ -193,7 +180,7 @@ static bool same_model(const cx_graph *a, const cx_graph *b) {
 static void free_outcome(outcome *o) { cx_graph_free(o->model); }
 
 static cx_graph *teacher_graph;
-static cx_graph *small_student(void) { return small_cnn(5); }
+static cx_graph *small_student(void) { return fmnist_small_cnn(5); }
 
 static const char *W = "block2.0.weight";
 
@@ -267,7 +254,7 @@ static void test_two_builders_refused(const paths *p) {
   ext[1].name = "distill2";
   o.extensions = ext;
   o.n_extensions = 2;
-  cx_graph *g = small_cnn(1);
+  cx_graph *g = fmnist_small_cnn(1);
   cx_train_result r;
   cx_status s = cx_train(g, &o, &r);
   CHECK(s == CX_ERR_ARG && strstr(cx_last_error(), "both build the training graph"),
@@ -325,7 +312,7 @@ int main(int argc, char **argv) {
   if (s == CX_OK) s = fmnist_subset(p.train, p.small, 0, 512);
   if (s == CX_OK) s = fmnist_subset(p.test, p.val, 0, 256);
   CHECK(s == CX_OK, "data: %s", cx_last_error());
-  teacher_graph = small_cnn(99); /* an untrained teacher still changes the loss */
+  teacher_graph = fmnist_small_cnn(99); /* an untrained teacher still changes the loss */
   if (s == CX_OK && guard) {
     test_guard(&p, "resnet20:classes=10,input=1x28x28", "layer1.0.conv2.weight");
     test_guard(&p, "mobilenet_v2:width=0.5,classes=10,input=1x28x28", "features.2.conv.1.0.weight");

@@ -49,19 +49,6 @@ static cx_graph *teacher_cnn(int64_t classes, uint64_t seed) {
   return g;
 }
 
-/* 2 strided conv-BN-ReLU blocks (8, 16 channels), ~1.5k parameters */
-static cx_graph *student_cnn(uint64_t seed) {
-  cx_graph *g = cx_graph_new();
-  cx_net n;
-  cx_feat x;
-  cx_net_begin(&n, g, seed, true, 1, 28, 28, &x);
-  x = cx_net_conv_bn_act(&n, "block1", x, 8, 3, 2, 1, CX_NL_RELU);
-  x = cx_net_conv_bn_act(&n, "block2", x, 16, 3, 2, 1, CX_NL_RELU);
-  x = cx_net_pool_flatten(&n, "pool", x);
-  x = cx_net_linear(&n, "fc", "logits", x, 10, CX_LINEAR_TORCH_DEFAULT);
-  cx_graph_mark_output(g, x.v);
-  return g;
-}
 
 static cx_train_opts recipe(const char *train, const char *val, int64_t batch, int64_t epochs) {
   cx_train_opts o = cx_train_defaults();
@@ -94,7 +81,7 @@ typedef struct paths {
 
 static double train_student(const paths *p, const cx_graph *teacher, cx_kd_stats *stats,
                             uint64_t seed) {
-  cx_graph *s = student_cnn(3);
+  cx_graph *s = fmnist_small_cnn(3);
   cx_train_opts o = recipe(p->stud, p->val, 64, 4);
   o.seed = seed;
   cx_kd *kd = NULL;
@@ -124,7 +111,7 @@ static double train_student(const paths *p, const cx_graph *teacher, cx_kd_stats
 /* Feature distillation trains end to end: a FitNets hint (adapter kept in the student while it
  * trains, stripped after) and attention transfer, between 7x7 feature maps, for one epoch. */
 static void test_hints(const paths *p, const cx_graph *teacher) {
-  cx_graph *s = student_cnn(3);
+  cx_graph *s = fmnist_small_cnn(3);
   int values = s->n_values;
   cx_train_opts o = recipe(p->stud, p->val, 64, 1);
   cx_kd_hint hints[2] = {{.kind = CX_HINT_FITNET, .student = "block2.2", .teacher = "block3.2",

@@ -14,18 +14,7 @@
 #include "../models/zoo.h"
 #include "../train/trainer.h"
 #include "check.h"
-
-#define FMNIST "/usr/share/datasets/fashion-mnist"
-
-static cx_status import_fashion(const char *dir, char *train, char *test) {
-  cx_import_opts io = {.seed = 1};
-  sprintf(train, "%s/train.h5", dir);
-  sprintf(test, "%s/test.h5", dir);
-  CX_TRY(cx_import_idx(FMNIST "/train-images-idx3-ubyte.gz", FMNIST "/train-labels-idx1-ubyte.gz",
-                       train, &io));
-  return cx_import_idx(FMNIST "/t10k-images-idx3-ubyte.gz", FMNIST "/t10k-labels-idx1-ubyte.gz",
-                       test, &io);
-}
+#include "fmnist.h"
 
 static cx_train_opts recipe(const char *train, const char *test) {
   cx_train_opts o = cx_train_defaults();
@@ -118,7 +107,7 @@ static void test_wrong_input(const char *train) {
 int main(void) {
   char dir[] = "/tmp/cx_train_XXXXXX", train[64], test[64];
   if (!mkdtemp(dir)) return 1;
-  if (import_fashion(dir, train, test) != CX_OK) {
+  if (fmnist_import(dir, train, test) != CX_OK) {
     printf("FAIL import: %s\n", cx_last_error());
     return 1;
   }
