@@ -1,5 +1,6 @@
 /* The report in three forms from one struct: Markdown for the terminal and README notes, HTML
  * with SVG charts for people, JSON for programs. */
+#include "../core/file_replace.h"
 #include "report.h"
 
 #include <errno.h>
@@ -660,18 +661,13 @@ cx_status cx_report_json(const cx_report *r, FILE *f) {
 typedef cx_status (*writer)(const cx_report *, FILE *);
 
 static cx_status write_one(const cx_report *r, const char *dir, const char *name, writer w) {
-  char path[4096], tmp[4200];
+  char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
-  if (!f) return cx_fail(CX_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-  cx_status s = w(r, f);
-  if (fclose(f) != 0 && s == CX_OK)
-    s = cx_fail(CX_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
-  if (s == CX_OK && rename(tmp, path) != 0)
-    s = cx_fail(CX_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
-  if (s != CX_OK) unlink(tmp);
-  return s;
+  cx_file_out out;
+  CX_TRY(cx_file_out_open(path, &out));
+  cx_status s = w(r, out.f);
+  if (s != CX_OK) return cx_file_out_abort(&out), s;
+  return cx_file_out_commit(&out);
 }
 
 cx_status cx_report_write(const cx_report *r, const char *dir) {
