@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_shapes.h"
 #include "op.h"
 
 enum { MAX_ARGS = 16 };
@@ -65,32 +66,26 @@ static cx_status build_node(cx_op_call *c, const cx_op_call_desc *d, const char 
   return cx_graph_status(c->g);
 }
 
-/* The op's shape inference, and the outputs given must be what it says. */
+/* The op's shape inference (core/graph_shapes.h), and the outputs given must be what it says. */
 static cx_status infer(const cx_op_call *c, const cx_op_call_desc *d) {
+  const cx_graph *g = c->g;
   const cx_node *n = node_of(c);
-  cx_shape in_shape[MAX_ARGS], out_shape[MAX_ARGS] = {{0}};
-  cx_dtype in_dtype[MAX_ARGS], out_dtype[MAX_ARGS] = {CX_F32};
-  const void *in_data[MAX_ARGS] = {NULL};
-  for (int i = 0; i < d->n_in; i++) {
-    in_shape[i] = d->in[i].data ? d->in[i].shape : (cx_shape){.ndim = 0};
-    in_dtype[i] = d->in[i].data ? d->in[i].dtype : CX_F32;
+  cx_shape *shape = malloc(sizeof(cx_shape) * ((size_t)g->n_values + 1));
+  cx_dtype *dtype = malloc(sizeof(cx_dtype) * ((size_t)g->n_values + 1));
+  cx_status s = shape && dtype ? cx_graph_infer_shapes(g, 0, shape, dtype)
+                               : cx_fail(CX_ERR_NOMEM, "out of memory");
+  for (int k = 0; k < d->n_out && s == CX_OK; k++) {
+    const cx_shape *want = &shape[n->out[k]];
+    if (cx_shape_equal(want, &d->out[k].shape) && dtype[n->out[k]] == d->out[k].dtype) continue;
+    char a[CX_SHAPE_STR], b[CX_SHAPE_STR];
+    s = cx_fail(CX_ERR_SHAPE, "op call '%s' (%s): output %d is %s %s; the op makes %s %s",
+                n->name, d->op, k, cx_dtype_name(d->out[k].dtype),
+                cx_shape_str(&d->out[k].shape, a), cx_dtype_name(dtype[n->out[k]]),
+                cx_shape_str(want, b));
   }
-  cx_infer_ctx ctx = {.node = n, .in_shape = in_shape, .in_dtype = in_dtype, .in_data = in_data,
-                      .out_shape = out_shape, .out_dtype = out_dtype};
-  cx_status s = n->op->infer(&ctx);
-  if (s != CX_OK) {
-    if (!strstr(cx_last_error(), n->name)) cx_error_prefix("op call '%s' (%s)", n->name, d->op);
-    return s;
-  }
-  for (int k = 0; k < d->n_out; k++)
-    if (!cx_shape_equal(&out_shape[k], &d->out[k].shape) || out_dtype[k] != d->out[k].dtype) {
-      char a[CX_SHAPE_STR], b[CX_SHAPE_STR];
-      return cx_fail(CX_ERR_SHAPE, "op call '%s' (%s): output %d is %s %s; the op makes %s %s",
-                     n->name, d->op, k, cx_dtype_name(d->out[k].dtype),
-                     cx_shape_str(&d->out[k].shape, a), cx_dtype_name(out_dtype[k]),
-                     cx_shape_str(&out_shape[k], b));
-    }
-  return CX_OK;
+  free(shape);
+  free(dtype);
+  return s;
 }
 
 static cx_kernel_args args_of(const cx_op_call *c, const cx_tensor *in, const cx_tensor *out) {
