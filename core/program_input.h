@@ -5,8 +5,9 @@
 
 #include "program.h"
 
-/* The one way host data enters a program input (images, labels, teacher logits and features,
- * arrays from files): `bytes` from src at the start of input `name`, zeros after them. With
+/* The one pad-and-copy into a program input by name (evaluation batches, teacher logits and
+ * features, arrays from files; the trainer, whose batches are always whole, writes its inputs
+ * with cx_program_write): `bytes` from src at the start of input `name`, zeros after them. With
  * bytes = the input's size it is a plain copy; with the first n samples of a batch
  * (n · bytes per sample) it pads a short last batch, which changes nothing of the first n rows
  * where the program works per sample (inference, or a loss the caller masks). The input is
