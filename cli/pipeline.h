@@ -12,6 +12,7 @@
 #include "../core/toml.h"
 #include "../train/train_config.h"
 #include "device.h"
+#include "prune_config.h"
 #include "train_common.h"
 
 enum { CX_STAGE_COUNT = 5 }; /* the records of cx_stage_defs */
@@ -40,6 +41,9 @@ typedef struct cx_stage_def {
   void (*salt)(const cx_pipeline *p, const cx_pipeline_stage *s, char *buf, size_t size);
   /* The model it trains; NULL: the model its table names (cx_cli_train_load_model). */
   cx_status (*load_model)(cx_stage_run *r, cx_graph **g, char **old_input);
+  /* Checks before anything runs, against the model the stage's table names (for a stage that
+   * trains an earlier stage's output: the same architecture before that stage changed it). */
+  cx_status (*check)(const cx_pipeline *p, const cx_pipeline_stage *s, const cx_graph *model);
   /* Before training: its trainer extensions (cx_stage_run_add); after (also after a failure):
    * its results into r->result, and what begin opened freed. */
   cx_status (*begin)(cx_stage_run *r);
@@ -70,7 +74,8 @@ struct cx_pipeline {
   int keep_checkpoints;
   const cx_backend *backend; /* [run] device's (cli/device.h), set by cx_pipeline_check */
   cx_cli_export export;
-  double temperature, alpha; /* [distill] */
+  double temperature, alpha; /* [distill] (its defaults without one) */
+  cx_cli_prune prune;        /* [prune]'s pruning keys */
   const cx_toml *data;
   cx_pipeline_stage stages[CX_STAGE_COUNT];
 };
@@ -150,8 +155,21 @@ void cx_pipeline_distill_salt(const cx_pipeline *p, const cx_pipeline_stage *s, 
                               size_t size);
 /* Whether this build has knowledge distillation. */
 bool cx_pipeline_kd_available(void);
+/* Adds distillation from teacher to the stage's run (*kd: what _end closes, adding the teacher's
+ * batch counts to r->result); the temperature and alpha are [distill]'s. */
+cx_status cx_pipeline_kd_begin(cx_stage_run *r, const cx_graph *teacher, void **kd);
+cx_status cx_pipeline_kd_end(cx_stage_run *r, void *kd);
 cx_status cx_pipeline_distill_begin(cx_stage_run *r);
 cx_status cx_pipeline_distill_end(cx_stage_run *r);
+/* The prune stage (cli/pipeline_prune.c). */
+cx_status cx_pipeline_read_prune(cx_pipeline *p, cx_pipeline_stage *s);
+void cx_pipeline_prune_salt(const cx_pipeline *p, const cx_pipeline_stage *s, char *buf,
+                            size_t size);
+cx_status cx_pipeline_prune_check(const cx_pipeline *p, const cx_pipeline_stage *s,
+                                  const cx_graph *model);
+cx_status cx_pipeline_prune_model(cx_stage_run *r, cx_graph **g, char **old_input);
+cx_status cx_pipeline_prune_begin(cx_stage_run *r);
+cx_status cx_pipeline_prune_end(cx_stage_run *r);
 /* A stage whose issue has not landed: its table is refused, naming it. */
 cx_status cx_pipeline_read_unimplemented(cx_pipeline *p, cx_pipeline_stage *s);
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "pipeline.h"
+#include "prune_config.h"
 
 static const char *const top_keys[] = {"run", "data", "teacher", "student", "distill",
                                        "prune", "quantize", "export", NULL};
@@ -182,6 +183,25 @@ void cx_pipeline_distill_salt(const cx_pipeline *p, const cx_pipeline_stage *s, 
   snprintf(buf + at, size - at, "|T=%a|a=%a", p->temperature, p->alpha);
 }
 
+/* [prune]: the training keys and the pruning keys (cli/prune_config.h); it prunes the student,
+ * the output of [distill] or of [student.train]. */
+cx_status cx_pipeline_read_prune(cx_pipeline *p, cx_pipeline_stage *s) {
+  const cx_toml *t, *student = cx_toml_get(p->doc, "student");
+  CX_TRY(table(p->doc, "prune", &t));
+  if (!t) return CX_OK;
+  if (!student || (!cx_toml_get(p->doc, "distill") && !cx_toml_get(student, "train")))
+    return cx_toml_fail(t, CX_ERR_FORMAT, "[prune] prunes the student: add a [student] trained "
+                        "by [distill] or under [student.train]");
+  CX_TRY(read_stage(p, s, student, t, cx_cli_prune_keys));
+  s->table = t;
+  CX_TRY(cx_cli_prune_read(t, &p->prune));
+  if (p->prune.c.method == CX_PRUNE_CHANNEL && p->prune.c.importance == CX_IMPORTANCE_TAYLOR)
+    return cx_toml_fail(cx_toml_get(t, "importance"), CX_ERR_UNSUPPORTED, "Taylor importance "
+                        "needs gradients before the channels are chosen, which the pipeline's "
+                        "one-shot channel pruning does not gather: use \"l1\", \"l2\" or \"bn\"");
+  return CX_OK;
+}
+
 cx_status cx_pipeline_read_unimplemented(cx_pipeline *p, cx_pipeline_stage *s) {
   const cx_toml *t = cx_toml_get(p->doc, s->name);
   if (!t) return CX_OK;
@@ -250,6 +270,7 @@ static cx_status read_all(cx_pipeline *p) {
                                        .model = d->model, .input = -1};
   }
   const cx_toml *r, *e;
+  p->temperature = 4, p->alpha = 0.9; /* [distill]'s defaults, for every stage that distils */
   CX_TRY(table(p->doc, "run", &r));
   CX_TRY(table(p->doc, "data", &p->data));
   CX_TRY(table(p->doc, "export", &e));
@@ -277,6 +298,7 @@ cx_status cx_pipeline_load(const char *path, cx_pipeline *p) {
 }
 
 void cx_pipeline_free(cx_pipeline *p) {
+  cx_cli_prune_free(&p->prune);
   for (int i = 0; i < CX_STAGE_COUNT; i++) {
     p->stages[i].tc.doc = NULL; /* the pipeline's */
     if (p->stages[i].tc.path) cx_train_config_free(&p->stages[i].tc);
@@ -289,28 +311,21 @@ void cx_pipeline_free(cx_pipeline *p) {
 
 /* ---- checks before training ---- */
 
-/* Two stages that train the same model table check it once. */
-static bool checked_before(const cx_pipeline *p, int i) {
-  for (int k = 0; k < i; k++)
-    if (p->stages[k].present && !p->stages[k].def->load_model &&
-        p->stages[k].tc.model_node == p->stages[i].tc.model_node)
-      return true;
-  return false;
-}
-
 cx_status cx_pipeline_check(cx_pipeline *p, const cx_backend *backend) {
   if (backend) p->backend = backend;
   else CX_TRY(cx_cli_backend_of(cx_toml_get(p->doc, "run"), &p->backend));
   for (int i = 0; i < CX_STAGE_COUNT; i++) {
     cx_pipeline_stage *s = &p->stages[i];
     s->tc.opts.backend = p->backend;
-    if (s->present) CX_TRY(cx_train_config_check_precision(&s->tc, p->backend));
-    /* a stage that trains an earlier stage's model is checked when that one runs */
-    if (!s->present || s->def->load_model || checked_before(p, i)) continue;
+    if (!s->present) continue;
+    CX_TRY(cx_train_config_check_precision(&s->tc, p->backend));
+    /* Every stage against the model its table names (a later stage's model has the same inputs
+     * and classes as that one): its data and training keys, then the record's own checks. */
     cx_graph *g = NULL;
     char *old = NULL;
     cx_status st = cx_cli_train_load_model(&s->tc, &g, &old);
     if (st == CX_OK) st = cx_train_config_check(&s->tc, g);
+    if (st == CX_OK && s->def->check) st = s->def->check(p, s, g);
     free(old);
     cx_graph_free(g);
     CX_TRY(st);

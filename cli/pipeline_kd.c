@@ -18,13 +18,14 @@
 
 bool cx_pipeline_kd_available(void) { return true; }
 
-/* The teacher is the input stage's model; its outputs are cached in <out>/teacher_cache. */
-cx_status cx_pipeline_distill_begin(cx_stage_run *r) {
+/* Distils with teacher: its outputs are cached in <out>/teacher_cache, keyed by what they depend
+ * on (the teacher, the data, the augmentation), so a later stage that sees the same batches reads
+ * them back. */
+cx_status cx_pipeline_kd_begin(cx_stage_run *r, const cx_graph *teacher, void **kd_out) {
   cx_train_opts *o = r->opts;
   char cache[CX_CLI_PATH_MAX];
   snprintf(cache, sizeof cache, "%s/teacher_cache", r->out);
-  if (!r->input) return cx_fail(CX_ERR_ARG, "distill: no teacher model");
-  cx_kd_teacher_spec t = {.graph = r->input, .weight = 1, .name = "teacher"};
+  cx_kd_teacher_spec t = {.graph = teacher, .weight = 1, .name = "teacher"};
   cx_kd_opts ko = {.kd = cx_kd_config_defaults(), .n_teachers = 1, .teachers = &t,
                    .cache_dir = cache, .quiet = o->quiet};
   ko.kd.temperature = (float)r->p->temperature;
@@ -34,18 +35,17 @@ cx_status cx_pipeline_distill_begin(cx_stage_run *r) {
   ko.kd.seed = o->seed;
   cx_kd *kd = NULL;
   CX_TRY(cx_kd_open(&ko, o, &kd));
-  r->state = kd;
+  *kd_out = kd;
   cx_train_ext e = cx_kd_extension(kd);
   return cx_stage_run_add(r, &e);
 }
 
-cx_status cx_pipeline_distill_end(cx_stage_run *r) {
-  cx_kd *kd = r->state;
+cx_status cx_pipeline_kd_end(cx_stage_run *r, void *kd_in) {
+  cx_kd *kd = kd_in;
   if (!kd) return CX_OK;
   cx_kd_stats st = cx_kd_get_stats(kd);
   r->result->teacher_batches += st.teacher_batches;
   r->result->cached_batches += st.cached_batches;
-  r->state = NULL;
   return cx_kd_close(kd);
 }
 
@@ -53,14 +53,26 @@ cx_status cx_pipeline_distill_end(cx_stage_run *r) {
 
 bool cx_pipeline_kd_available(void) { return false; }
 
-cx_status cx_pipeline_distill_begin(cx_stage_run *r) {
-  (void)r;
+cx_status cx_pipeline_kd_begin(cx_stage_run *r, const cx_graph *teacher, void **kd) {
+  (void)r, (void)teacher, (void)kd;
   return cx_fail(CX_ERR_UNSUPPORTED, "knowledge distillation is not available in this build");
 }
 
-cx_status cx_pipeline_distill_end(cx_stage_run *r) {
-  (void)r;
+cx_status cx_pipeline_kd_end(cx_stage_run *r, void *kd) {
+  (void)r, (void)kd;
   return CX_OK;
 }
 
 #endif
+
+/* The distill stage's teacher is its input stage's model. */
+cx_status cx_pipeline_distill_begin(cx_stage_run *r) {
+  if (!r->input) return cx_fail(CX_ERR_ARG, "distill: no teacher model");
+  return cx_pipeline_kd_begin(r, r->input, &r->state);
+}
+
+cx_status cx_pipeline_distill_end(cx_stage_run *r) {
+  void *kd = r->state;
+  r->state = NULL;
+  return cx_pipeline_kd_end(r, kd);
+}

@@ -1,0 +1,103 @@
+/* The prune stage's record functions: the one place where the pipeline meets prune/. Channel
+ * pruning rewrites the input model before it is fine-tuned (so a resumed run rebuilds the same
+ * smaller graph); magnitude and N:M pruning keep their masks with a trainer extension. When the
+ * pipeline has a teacher, the fine-tuning distils from it, reading the teacher cache. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../import/onnx.h"
+#include "../prune/channel.h"
+#include "../prune/mask.h"
+#include "commands.h"
+#include "pipeline.h"
+
+typedef struct prune_run {
+  cx_graph *teacher;
+  void *kd;
+  cx_prune_masker *masker;
+} prune_run;
+
+static bool has_teacher(const cx_pipeline *p) {
+  return p->stages[cx_pipeline_stage_find("teacher")].present;
+}
+
+void cx_pipeline_prune_salt(const cx_pipeline *p, const cx_pipeline_stage *s, char *buf,
+                            size_t size) {
+  (void)s;
+  size_t at = strlen(buf);
+  if (has_teacher(p))
+    snprintf(buf + at, size - at, "|kd|T=%a|a=%a", p->temperature, p->alpha);
+}
+
+/* A dry run on the [student] architecture: globs that match nothing, layers N:M cannot divide,
+ * a MAC target channel pruning cannot reach, a model with nothing to prune. */
+cx_status cx_pipeline_prune_check(const cx_pipeline *p, const cx_pipeline_stage *s,
+                                  const cx_graph *model) {
+  const cx_prune_config *c = &p->prune.c;
+  cx_status st;
+  if (c->method == CX_PRUNE_CHANNEL) {
+    cx_graph *out = NULL;
+    cx_prune_channel_stats cs;
+    st = cx_prune_channels(model, c, NULL, NULL, &out, &cs);
+    cx_graph_free(out);
+  } else {
+    cx_graph *g = cx_graph_clone(model);
+    st = g ? cx_prune_mask_graph(g, c) : cx_fail(CX_ERR_NOMEM, "out of memory");
+    cx_graph_free(g);
+  }
+  if (st != CX_OK) cx_error_prefix("%s", s->name);
+  return st;
+}
+
+cx_status cx_pipeline_prune_model(cx_stage_run *r, cx_graph **g, char **old_input) {
+  const cx_prune_config *c = &r->p->prune.c;
+  *old_input = NULL;
+  if (!r->input) return cx_fail(CX_ERR_ARG, "prune: no input model");
+  if (c->method != CX_PRUNE_CHANNEL) {
+    *g = cx_graph_clone(r->input);
+    return *g ? CX_OK : cx_fail(CX_ERR_NOMEM, "out of memory");
+  }
+  cx_prune_channel_stats cs;
+  CX_TRY(cx_prune_channels(r->input, c, NULL, r->opts->quiet ? NULL : stdout, g, &cs));
+  printf("prune: %lld of %lld channels removed, MACs %.2fM -> %.2fM (%.1f%%)\n",
+         (long long)cs.channels_removed, (long long)cs.channels, cs.macs_before / 1e6,
+         cs.macs_after / 1e6, 100.0 * (double)cs.macs_after / (double)cs.macs_before);
+  return CX_OK;
+}
+
+static cx_status load_teacher(cx_stage_run *r, cx_graph **g) {
+  char path[CX_CLI_PATH_MAX], *old = NULL;
+  snprintf(path, sizeof path, "%s/%s", r->out,
+           r->p->stages[cx_pipeline_stage_find("teacher")].output);
+  CX_TRY(cx_onnx_import(path, g, NULL));
+  cx_cli_rename_input(*g, &old);
+  free(old);
+  return CX_OK;
+}
+
+cx_status cx_pipeline_prune_begin(cx_stage_run *r) {
+  const cx_prune_config *c = &r->p->prune.c;
+  prune_run *pr = calloc(1, sizeof *pr);
+  if (!pr) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  r->state = pr;
+  if (has_teacher(r->p) && cx_pipeline_kd_available()) {
+    CX_TRY(load_teacher(r, &pr->teacher));
+    CX_TRY(cx_pipeline_kd_begin(r, pr->teacher, &pr->kd));
+  }
+  if (c->method == CX_PRUNE_CHANNEL) return CX_OK; /* the graph is already smaller */
+  CX_TRY(cx_prune_mask_open(r->input, c, r->opts->log, &pr->masker));
+  cx_train_ext e = cx_prune_mask_extension(pr->masker);
+  return cx_stage_run_add(r, &e);
+}
+
+cx_status cx_pipeline_prune_end(cx_stage_run *r) {
+  prune_run *pr = r->state;
+  if (!pr) return CX_OK;
+  cx_status st = cx_pipeline_kd_end(r, pr->kd);
+  cx_prune_mask_close(pr->masker);
+  cx_graph_free(pr->teacher);
+  free(pr);
+  r->state = NULL;
+  return st;
+}
