@@ -30,8 +30,8 @@ static cx_status export_model(const cx_graph *g, const cx_onnx_info *info, const
 }
 
 /* One shot: the masks or the channel rewrite from the weights alone. */
-static cx_status prune_once(const cx_prune_config *c, cx_graph **g) {
-  if (c->method != CX_PRUNE_CHANNEL) return cx_prune_mask_graph(*g, c);
+static cx_status prune_once(const cx_prune_config *c, const char *model, cx_graph **g) {
+  if (c->method != CX_PRUNE_CHANNEL) return cx_prune_mask_graph(*g, c, model);
   cx_graph *out = NULL;
   cx_prune_channel_stats st;
   CX_TRY(cx_prune_channels(*g, c, NULL, stdout, &out, &st));
@@ -43,14 +43,14 @@ static cx_status prune_once(const cx_prune_config *c, cx_graph **g) {
 /* Fine-tuning: channels are removed first, masks are kept while training. */
 static cx_status fine_tune(const cx_prune_args *a, cx_train_config *tc, const cx_prune_config *c,
                            cx_graph **g) {
-  if (c->method == CX_PRUNE_CHANNEL) CX_TRY(prune_once(c, g));
+  if (c->method == CX_PRUNE_CHANNEL) CX_TRY(prune_once(c, a->model, g));
   char *old = NULL;
   cx_cli_rename_input(*g, &old);
   cx_status st = cx_train_config_check(tc, *g);
   cx_prune_masker *m = NULL;
   cx_train_ext ext[2];
   int n = 0;
-  if (st == CX_OK && c->method != CX_PRUNE_CHANNEL && (st = cx_prune_mask_open(*g, c, NULL, &m)) == CX_OK)
+  if (st == CX_OK && c->method != CX_PRUNE_CHANNEL && (st = cx_prune_mask_open(*g, a->model, c, a->quiet ? NULL : stdout, &m)) == CX_OK)
     ext[n++] = cx_prune_mask_extension(m);
   tc->opts.extensions = ext, tc->opts.n_extensions = n;
   tc->opts.quiet = a->quiet;
@@ -81,7 +81,7 @@ static cx_status prune_model(cx_prune_args *a) {
   CX_TRY(cx_cli_load_model(a->model, &g, &info));
   cx_status st = cx_prune_args_read(a, &info, &pc, &tc);
   if (st == CX_OK) print_cost(a->model, g);
-  if (st == CX_OK) st = a->data ? fine_tune(a, &tc, &pc.c, &g) : prune_once(&pc.c, &g);
+  if (st == CX_OK) st = a->data ? fine_tune(a, &tc, &pc.c, &g) : prune_once(&pc.c, a->model, &g);
   if (st == CX_OK) st = a->data ? cx_cli_export_trained(&tc, g, a->out, &(cx_cli_export){0})
                                 : export_model(g, &info, a->out);
   if (st == CX_OK) print_cost(a->out, g);

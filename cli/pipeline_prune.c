@@ -43,7 +43,7 @@ cx_status cx_pipeline_prune_check(const cx_pipeline *p, const cx_pipeline_stage 
     cx_graph_free(out);
   } else {
     cx_graph *g = cx_graph_clone(model);
-    st = g ? cx_prune_mask_graph(g, c) : cx_fail(CX_ERR_NOMEM, "out of memory");
+    st = g ? cx_prune_mask_graph(g, c, s->model) : cx_fail(CX_ERR_NOMEM, "out of memory");
     cx_graph_free(g);
   }
   if (st != CX_OK) cx_error_prefix("%s", s->name);
@@ -61,7 +61,8 @@ cx_status cx_pipeline_prune_model(cx_stage_run *r, cx_graph **g, char **old_inpu
   cx_prune_channel_stats cs;
   CX_TRY(cx_prune_channels(r->input, c, NULL, r->opts->quiet ? NULL : stdout, g, &cs));
   printf("prune: %lld of %lld channels removed, MACs %.2fM -> %.2fM (%.1f%%)\n",
-         (long long)cs.channels_removed, (long long)cs.channels, cs.macs_before / 1e6,
+         (long long)(cs.channels_before - cs.channels_after), (long long)cs.channels_before,
+         cs.macs_before / 1e6,
          cs.macs_after / 1e6, 100.0 * (double)cs.macs_after / (double)cs.macs_before);
   return CX_OK;
 }
@@ -86,7 +87,7 @@ cx_status cx_pipeline_prune_begin(cx_stage_run *r) {
     CX_TRY(cx_pipeline_kd_begin(r, pr->teacher, &pr->kd));
   }
   if (c->method == CX_PRUNE_CHANNEL) return CX_OK; /* the graph is already smaller */
-  CX_TRY(cx_prune_mask_open(r->input, c, r->opts->log, &pr->masker));
+  CX_TRY(cx_prune_mask_open(r->input, r->s->model, c, r->opts->log, &pr->masker));
   cx_train_ext e = cx_prune_mask_extension(pr->masker);
   return cx_stage_run_add(r, &e);
 }

@@ -39,7 +39,7 @@ static cx_status one(scan *sc, const char *name, double s, double *top1) {
     st = cx_prune_channels(sc->model, &c, NULL, NULL, &g, &cs);
   } else {
     g = cx_graph_clone(sc->model);
-    st = g ? cx_prune_mask_graph(g, &c) : cx_fail(CX_ERR_NOMEM, "out of memory");
+    st = g ? cx_prune_mask_graph(g, &c, sc->a->model) : cx_fail(CX_ERR_NOMEM, "out of memory");
   }
   cx_eval_result r = {0};
   if (st == CX_OK) st = cx_evaluate(g, sc->backend, sc->a->data, NULL, &sc->pre, 256, &r);
@@ -56,7 +56,7 @@ static void print_table(const scan *sc) {
            sc->base);
     for (int i = 0; i < sc->targets.n; i++) {
       printf("%s{\"name\":", i ? "," : "");
-      cx_json_string(stdout, sc->targets.t[i].name);
+      cx_json_string(stdout, sc->targets.t[i].node_name);
       printf(",\"top1\":[");
       for (int k = 0; k < STEPS; k++) printf("%s%.4f", k ? "," : "", sc->top1[i * STEPS + k]);
       printf("]}");
@@ -68,7 +68,7 @@ static void print_table(const scan *sc) {
   for (int k = 0; k < STEPS; k++) printf(" %6d%%", (k + 1) * 10);
   printf("\n");
   for (int i = 0; i < sc->targets.n; i++) {
-    printf("%-40s", sc->targets.t[i].name);
+    printf("%-40s", sc->targets.t[i].node_name);
     for (int k = 0; k < STEPS; k++) printf(" %7.2f", sc->top1[i * STEPS + k]);
     printf("\n");
   }
@@ -80,7 +80,7 @@ static cx_status write_svg(const scan *sc) {
   cx_report_series *series = calloc((size_t)sc->targets.n, sizeof *series);
   if (!series) return cx_fail(CX_ERR_NOMEM, "out of memory");
   for (int i = 0; i < sc->targets.n; i++)
-    series[i] = (cx_report_series){sc->targets.t[i].name, STEPS, x, sc->top1 + i * STEPS};
+    series[i] = (cx_report_series){sc->targets.t[i].node_name, STEPS, x, sc->top1 + i * STEPS};
   cx_svg_chart chart = {.title = "Sensitivity: top-1 with one layer pruned",
                         .x_label = "sparsity of the layer", .y_label = "top-1 (%)",
                         .width = 720, .height = 420, .n_series = sc->targets.n,
@@ -124,7 +124,7 @@ static cx_status run_scan(scan *sc) {
   if (st == CX_OK) st = preprocessing(&info, &sc->pre);
   if (st == CX_OK && (st = cx_cli_backend(sc->a->device ? sc->a->device : "cpu", &sc->backend)))
     cx_error_prefix("--device");
-  if (st == CX_OK) st = cx_prune_select(sc->model, &sc->c, &sc->targets);
+  if (st == CX_OK) st = cx_prune_select(sc->model, &sc->c, sc->a->model, &sc->targets);
   if (st == CX_OK && !(sc->top1 = calloc((size_t)sc->targets.n * STEPS, sizeof *sc->top1)))
     st = cx_fail(CX_ERR_NOMEM, "out of memory");
   cx_eval_result r = {0};
@@ -132,7 +132,7 @@ static cx_status run_scan(scan *sc) {
   sc->base = r.top1;
   for (int i = 0; st == CX_OK && i < sc->targets.n; i++)
     for (int k = 0; st == CX_OK && k < STEPS; k++)
-      st = one(sc, sc->targets.t[i].name, 0.1 * (k + 1), &sc->top1[i * STEPS + k]);
+      st = one(sc, sc->targets.t[i].node_name, 0.1 * (k + 1), &sc->top1[i * STEPS + k]);
   if (st == CX_OK) print_table(sc);
   if (st == CX_OK && sc->a->svg) st = write_svg(sc);
   cx_prune_args_free(sc->a, &pc, &tc);
