@@ -126,6 +126,10 @@ static double top5(const cx_report_model *m) { return m->top5; }
 static double val_loss(const cx_report_model *m) { return m->val_loss; }
 static double params(const cx_report_model *m) { return known(m->params); }
 static double params_nonzero(const cx_report_model *m) { return known(m->params_nonzero); }
+static double sparsity(const cx_report_model *m) {
+  return m->params > 0 && m->params_nonzero >= 0
+             ? 100.0 * (double)(m->params - m->params_nonzero) / (double)m->params : NAN;
+}
 static double macs(const cx_report_model *m) { return known(m->macs); }
 static double macs_effective(const cx_report_model *m) { return known(m->macs_effective); }
 static double onnx_bytes(const cx_report_model *m) { return known(m->onnx_bytes); }
@@ -143,6 +147,7 @@ static const column columns[] = {
     {"val loss", "mean cross-entropy", "val_loss", LOSS, val_loss},
     {"params", "trainable values", "params", COUNT, params},
     {"non-zero", "trainable values not exactly zero", "params_nonzero", COUNT, params_nonzero},
+    {"sparsity", "% of the trainable values exactly zero", "sparsity", PCT, sparsity},
     {"MACs", "multiply-accumulates per image", "macs", COUNT, macs},
     {"eff. MACs", "multiply-accumulates per image with a non-zero weight", "macs_effective",
      COUNT, macs_effective},

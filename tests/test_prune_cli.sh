@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# compress prune end to end on built-in specs and 1200 Fashion-MNIST images at 16x16:
+#   - one shot, no data: channel pruning at 0.3 gives a file onnx.checker accepts and ONNX
+#     Runtime runs, equal to our engine's output on it, with at most 75% of the MACs; magnitude
+#     at 0.8 zeroes 80% of the prunable weights (global threshold) and no others; 2:4 leaves
+#     exactly 2 non-zeros in every group of 4 input channels of every pruned layer;
+#   - a fine-tune with --data keeps the masks (exact zeros after training) and writes the
+#     preprocessing; prune scan on the result prints the table and writes the SVG;
+#   - bad requests (sparsity out of range, a glob that matches nothing, 2:4 on a layer with one
+#     input channel, nothing left to prune, Taylor without data) exit 1 with one line and write
+#     no file.
+# usage: test_prune_cli.sh COMPRESS
+set -u
+compress=$(realpath "$1")
+here=$(dirname "$(realpath "$0")")
+py=${CX_PYTHON:-/usr/bin/python3}
+fm=/usr/share/datasets/fashion-mnist
+work=$(mktemp -d)
+if [[ -n ${KEEP:-} ]]; then echo "keeping $work"; else trap 'rm -rf "$work"' EXIT; fi
+cd /
+export OMP_NUM_THREADS=1
+fails=0
+source "$here/cli_lib.sh"
+
+mnv2="mobilenet_v2:width=0.5,classes=10,input=1x16x16"
+r20="resnet20:classes=10,input=1x16x16"
+
+# ---- one shot ----
+run 0 channel prune "$mnv2" -o "$work/ch.onnx" --method channel --sparsity 0.3
+[[ -f $work/ch.onnx ]] || fail "channel: no file"
+$py - "$work/ch.onnx" "$work/channel.out" <<'EOF' || fail "channel: checker, ORT or MACs"
+import re, sys, onnx
+m = onnx.load(sys.argv[1])
+onnx.checker.check_model(m, full_check=True)
+out = open(sys.argv[2]).read()
+macs = [float(x) for x in re.findall(r"([0-9.]+)M MACs", out)]
+assert len(macs) == 2 and macs[1] <= 0.75 * macs[0], (macs, out)
+try:
+    import numpy as np, onnxruntime as ort
+except ImportError:
+    sys.exit(0)
+s = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
+x = np.random.default_rng(1).standard_normal((2, 1, 16, 16)).astype(np.float32)
+np.save(sys.argv[1] + ".x.npy", x)
+np.save(sys.argv[1] + ".ort.npy", s.run(None, {s.get_inputs()[0].name: x})[0])
+EOF
+if [[ -f $work/ch.onnx.x.npy ]]; then
+  run 0 channel-infer infer "$work/ch.onnx" -i "$work/ch.onnx.x.npy" -o "$work/ch.ours.npy"
+  $py - "$work/ch.onnx.ort.npy" "$work/ch.ours.npy" <<'EOF' || fail "channel: ours != ORT"
+import sys, numpy as np
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+err = np.abs(a - b).max() / max(np.abs(a).max(), 1e-12)
+assert err <= 1e-4, err
+EOF
+fi
+
+# magnitude: 80% of the prunable weights (all Conv/Gemm weights but the first conv and the
+# classifier) exactly zero, the others untouched
+run 0 magnitude prune "$r20" -o "$work/mag.onnx" --sparsity 0.8
+run 0 dense export-model "$r20" "$work/dense.onnx"
+$py - "$work/dense.onnx" "$work/mag.onnx" <<'EOF' || fail "magnitude: the zeros"
+import sys, onnx, numpy as np
+from onnx import numpy_helper as nh
+def weights(p):
+    m = onnx.load(p)
+    init = {t.name: nh.to_array(t) for t in m.graph.initializer}
+    return [(n.name, init[n.input[1]]) for n in m.graph.node
+            if n.op_type in ("Conv", "Gemm") and n.input[1] in init]
+dense, mag = weights(sys.argv[1]), weights(sys.argv[2])
+assert [n for n, _ in dense] == [n for n, _ in mag]
+assert (dense[0][1] == mag[0][1]).all() and (dense[-1][1] == mag[-1][1]).all(), "first/last pruned"
+total = sum(w.size for _, w in mag[1:-1])
+zeros = sum(int((w == 0).sum()) for _, w in mag[1:-1])
+assert abs(zeros - round(0.8 * total)) <= 1, (zeros, total)
+kept = np.concatenate([d[m != 0] for (_, d), (_, m) in zip(dense[1:-1], mag[1:-1])])
+assert (np.concatenate([m[m != 0] for _, m in mag[1:-1]]) == kept).all(), "kept weights changed"
+EOF
+run 0 two-four prune "$r20" -o "$work/24.onnx" --method 2:4
+$py - "$work/24.onnx" <<'EOF' || fail "2:4: the pattern"
+import sys, onnx, numpy as np
+from onnx import numpy_helper as nh
+m = onnx.load(sys.argv[1])
+init = {t.name: nh.to_array(t) for t in m.graph.initializer}
+convs = [init[n.input[1]] for n in m.graph.node if n.op_type == "Conv"][1:]
+for w in convs:
+    g = np.moveaxis(w, 1, -1).reshape(-1, 4)   # groups of 4 consecutive input channels
+    assert ((g != 0).sum(axis=1) <= 2).all() and (g != 0).sum() == g.size // 2, w.shape
+EOF
+
+# ---- bad requests: one line, exit 1, no file ----
+bad() {
+  local name=$1
+  shift
+  run 1 "$name" prune "$@" -o "$work/$name.onnx"
+  [[ $(wc -l <"$work/$name.err") == 1 ]] || fail "$name: not one line on stderr"
+  [[ ! -e $work/$name.onnx ]] || fail "$name: wrote its output"
+  ls "$work" | grep -q "^$name.onnx" && fail "$name: left a temporary file"
+}
+bad sparsity "$r20" --sparsity 1.5
+expect_in sparsity err "sparsity"
+expect_in sparsity err "out of range"
+bad glob "$r20" --include 'layer9.*'
+expect_in glob err "layer9.*"
+bad nm-channels "$r20" --method 2:4 --include conv1
+expect_in nm-channels err "conv1"
+bad nothing "$r20" --exclude '*'
+expect_in nothing err "prune"
+bad taylor "$r20" --method channel --importance taylor
+expect_in taylor err "taylor"
+bad method "$r20" --method 4:2
+expect_in method err "4:2"
+run 1 no-model prune "$work/nope.onnx" -o "$work/nope_out.onnx"
+[[ ! -e $work/nope_out.onnx ]] || fail "no-model: wrote its output"
+
+# ---- fine-tune and scan ----
+[[ -f $fm/train-images-idx3-ubyte.gz ]] || {
+  echo "FAIL: $fm is missing (scripts/install-deps.sh installs dataset-fashion-mnist)"
+  exit 1
+}
+names="T-shirt/top,Trouser,Pullover,Dress,Coat,Sandal,Shirt,Sneaker,Bag,Ankle boot"
+run 0 import-train data import idx $fm/train-images-idx3-ubyte.gz $fm/train-labels-idx1-ubyte.gz \
+  -o "$work/train60k.h5" --val-fraction 0.02 --seed 1 --class-names "$names"
+run 0 import-test data import idx $fm/t10k-images-idx3-ubyte.gz $fm/t10k-labels-idx1-ubyte.gz \
+  -o "$work/test10k.h5" --val-fraction 0.05 --seed 1 --class-names "$names"
+run 0 shrink-train data augment "$work/train60k.h5" --part val --size 16x16 --crop none \
+  -o "$work/train.h5"
+run 0 shrink-test data augment "$work/test10k.h5" --part val --size 16x16 --crop none \
+  -o "$work/test.h5"
+rm -f "$work/train60k.h5" "$work/test10k.h5"
+
+run 0 tune prune "$r20" -o "$work/tuned.onnx" --sparsity 0.6 --start 4 --end 16 --every 4 \
+  --data "$work/train.h5" --val "$work/test.h5" --epochs 1 --batch 50 --lr 0.05 \
+  --train momentum=0.9 --quiet
+expect_in tune out "validation top-1"
+$py - "$work/tuned.onnx" <<'EOF' || fail "tune: the zeros or the metadata"
+import sys, onnx
+from onnx import numpy_helper as nh
+m = onnx.load(sys.argv[1])
+init = {t.name: nh.to_array(t) for t in m.graph.initializer}
+ws = [init[n.input[1]] for n in m.graph.node if n.op_type in ("Conv", "Gemm")][1:-1]
+zeros, total = sum(int((w == 0).sum()) for w in ws), sum(w.size for w in ws)
+assert abs(zeros - round(0.6 * total)) <= 1, (zeros, total)
+assert any(p.key == "compress.input_mean" for p in m.metadata_props), m.metadata_props
+EOF
+run 0 scan prune scan "$work/tuned.onnx" --data "$work/test.h5" --include 'layer3.*' \
+  --svg "$work/scan.svg"
+expect_in scan out "layer3.0.conv1"
+expect_in scan out "90%"
+$py -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$work/scan.svg" ||
+  fail "scan: the SVG"
+run 0 scan-json prune scan "$work/tuned.onnx" --data "$work/test.h5" --include 'layer3.2.*' --json
+$py - "$work/scan-json.out" <<'EOF' || fail "scan: the JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [l["name"] for l in d["layers"]] == ["layer3.2.conv1", "layer3.2.conv2"], d
+assert all(len(l["top1"]) == 9 for l in d["layers"]) and 0 < d["top1"] <= 100
+EOF
+
+[[ $fails == 0 ]] && echo "all prune checks passed"
+exit $((fails > 0))
