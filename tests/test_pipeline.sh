@@ -242,6 +242,46 @@ if [[ $kd == 0 ]]; then
     [[ $(grep "^$k " "$r/stages/distill.done") == $(grep "^$k " "$work/distill_whole.done") ]] ||
       fail "kd-resumed: $k is not the uninterrupted run's"
   done
+  # [prune] after [distill]: the distilled student channel-pruned to half its MACs and
+  # fine-tuned under distillation, reading the teacher cache of the distill stage's epoch 0;
+  # the report gets its row; stopped and resumed, it writes the same file byte for byte
+  cp "$work/pipe_kd.toml" "$work/pipe_pr.toml"
+  printf '\n[prune]\nmethod = "channel"\nsparsity = 0.5\nepochs = 1\nlr = 0.02\nmomentum = 0.9\n' \
+    >>"$work/pipe_pr.toml"
+  run 0 prune pipeline "$work/pipe_pr.toml" --out "$r"
+  expect_in prune out "distill: complete"
+  expect_in prune out "prune: 24 steps"
+  expect_in prune out "prune: teacher outputs of 0 batches computed, 24 read from the cache"
+  $py "$here/check_report.py" "$r" \
+    --models "teacher,student (scratch),student (distilled),student (pruned)" >/dev/null ||
+    fail "prune: the report"
+  $py - "$r/report.json" <<'EOF' || fail "prune: MACs not halved"
+import json, sys
+m = {x["name"]: x for x in json.load(open(sys.argv[1]))["models"]}
+assert m["student (pruned)"]["macs"] <= 0.5 * m["student (distilled)"]["macs"], m
+EOF
+  cp "$r/student_pruned.onnx" "$work/pruned_whole.onnx"
+  run 1 prune-stopped pipeline "$work/pipe_pr.toml" --out "$r" --only prune --stop-after 10
+  run 0 prune-resumed pipeline "$work/pipe_pr.toml" --out "$r"
+  expect_in prune-resumed out "prune: resuming from $r/checkpoints/prune/step-00000010.h5"
+  cmp -s "$r/student_pruned.onnx" "$work/pruned_whole.onnx" ||
+    fail "prune-resumed: student_pruned.onnx differs from the uninterrupted run's"
+  # magnitude pruning: masks kept through the fine-tune, stopped and resumed: exact zeros
+  sed -e 's/^method = "channel"/method = "magnitude"/' \
+    -e 's/^sparsity = 0.5/sparsity = 0.7\nend = 12\nevery = 4/' \
+    "$work/pipe_pr.toml" >"$work/pipe_mag.toml"
+  run 1 mag-stopped pipeline "$work/pipe_mag.toml" --out "$r" --only prune --stop-after 14
+  run 0 mag-resumed pipeline "$work/pipe_mag.toml" --out "$r"
+  expect_in mag-resumed out "prune: resuming from $r/checkpoints/prune/step-00000014.h5"
+  $py - "$r/student_pruned.onnx" <<'EOF' || fail "mag-resumed: the zeros"
+import sys, onnx
+from onnx import numpy_helper as nh
+m = onnx.load(sys.argv[1])
+init = {t.name: nh.to_array(t) for t in m.graph.initializer}
+ws = [init[n.input[1]] for n in m.graph.node if n.op_type in ("Conv", "Gemm")][1:-1]
+zeros, total = sum(int((w == 0).sum()) for w in ws), sum(w.size for w in ws)
+assert abs(zeros - round(0.7 * total)) <= 1, (zeros, total)
+EOF
 else
   [[ $kd == 1 ]] || fail "kd: exit $kd"
   expect_in kd err "compress pipeline: $work/pipe_kd.toml:39:1: 'distill': knowledge distillation is not available"
@@ -262,8 +302,8 @@ config_error precision 's/^threads = 1/precision = "int8"/' "5:13" 'one of "fp32
 config_error precision-fp16 's/^threads = 1/precision = "fp16"/' "5:13" 'fp16 needs a CUDA device'
 config_error device-cuda 's/^threads = 1/device = "cuda"/' "5:10" 'no CUDA backend'
 config_error device-tpu 's/^threads = 1/device = "tpu"/' "5:10" 'one of "cpu", "cuda", "auto"'
-printf '\n[prune]\nsparsity = 0.5\n' >>"$work/pipe.toml"
-config_error prune 's/^#.*//' "39:1" "not implemented yet"
+printf '\n[quantize]\nepochs = 1\n' >>"$work/pipe.toml"
+config_error quantize 's/^#.*//' "39:1" "not implemented yet"
 if ! "$compress" pipeline --help | grep -q "distill"; then fail "help: no distill stage"; fi
 
 [[ $fails == 0 ]] && echo "all pipeline checks passed"
