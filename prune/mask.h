@@ -61,6 +61,8 @@ cx_status cx_prune_mask_open(const cx_graph *model, const char *name, const cx_p
  * <weight>", u8) and whether they are on ("prune/schedule"). The masker must outlive the run. */
 cx_train_ext cx_prune_mask_extension(cx_prune_masker *m);
 const cx_prune_targets *cx_prune_mask_targets(const cx_prune_masker *m);
+/* Target i's mask now in force (numel bytes, 1 kept; all ones before the first update). */
+const uint8_t *cx_prune_mask_of(const cx_prune_masker *m, int i);
 /* The sparsity of the masks now in force (0 before the first mask update). */
 double cx_prune_mask_sparsity(const cx_prune_masker *m);
 void cx_prune_mask_close(cx_prune_masker *m);

@@ -287,6 +287,10 @@ cx_train_ext cx_prune_mask_extension(cx_prune_masker *m) {
 
 const cx_prune_targets *cx_prune_mask_targets(const cx_prune_masker *m) { return &m->t; }
 
+const uint8_t *cx_prune_mask_of(const cx_prune_masker *m, int i) {
+  return i >= 0 && i < m->t.n ? m->mask[i] : NULL;
+}
+
 double cx_prune_mask_sparsity(const cx_prune_masker *m) { return m->sched[0] ? m->sched[1] : 0; }
 
 void cx_prune_mask_close(cx_prune_masker *m) {
