@@ -90,8 +90,8 @@ cx_status cx_prune_nm_check_shapes(const cx_prune_targets *t, int m, const char 
   for (int i = 0; i < t->n; i++)
     if (m <= 0 || t->t[i].channels % m)
       return cx_fail(CX_ERR_ARG, "%s: node '%s' has %lld input channels (weight '%s'), not a "
-                     "multiple of %d, so it cannot take an N:M pattern with m = %d; exclude it",
-                     model ? model : "the model", t->t[i].node_name,
+                     "multiple of %d: N:M pruning needs whole groups of %d input channels "
+                     "(exclude the node)", model ? model : "the model", t->t[i].node_name,
                      (long long)t->t[i].channels, t->t[i].weight_name, m, m);
   return CX_OK;
 }
