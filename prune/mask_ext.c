@@ -111,14 +111,28 @@ static int find_param(cx_program *p, const char *name) {
   return -1;
 }
 
-/* The backend's masks (all ones until the first update) and the Mul and Add of each target. */
+static cx_status upload_masks(cx_prune_masker *m) {
+  for (int i = 0; i < m->t.n; i++) {
+    for (int64_t e = 0; e < numel(&m->t.t[i]); e++) m->staging[e] = m->mask[i][e];
+    CX_TRY(cx_backend_upload(m->b, &m->slot[i].mask, m->staging, m->s));
+  }
+  return CX_OK;
+}
+
+/* Backend masks start on 64-byte boundaries, as the optimizer's state does. */
+#define ALIGN_FLOATS 16
+
+static int64_t padded(int64_t n) { return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS; }
+
+/* The backend's masks (the host's, uploaded: all ones before the first update) and the Mul and
+ * Add of each target. */
 static cx_status open_slots(cx_prune_masker *m) {
   int64_t total = 0, largest = 0;
   for (int i = 0; i < m->t.n; i++) {
-    total += numel(&m->t.t[i]);
+    total += padded(numel(&m->t.t[i]));
     largest = numel(&m->t.t[i]) > largest ? numel(&m->t.t[i]) : largest;
   }
-  m->dev = m->b->alloc(sizeof(float) * (size_t)(total + 1));
+  m->dev = m->b->alloc(sizeof(float) * (size_t)(total + ALIGN_FLOATS));
   m->staging = malloc(sizeof(float) * (size_t)(largest + 1));
   m->w = calloc((size_t)m->t.n + 1, sizeof *m->w);
   float *host = malloc(sizeof(float) * (size_t)(total + 1));
@@ -126,13 +140,13 @@ static cx_status open_slots(cx_prune_masker *m) {
   m->b->memset_zero(m->dev, sizeof(float), m->s);
   cx_shape scalar = {0};
   m->zero = backend_view(m, &scalar, m->dev);
-  float *at = (float *)m->dev + 1;
+  float *at = (float *)m->dev + ALIGN_FLOATS;
   for (int i = 0; i < m->t.n; i++) {
     slot *sl = &m->slot[i];
     cx_tensor *w = cx_program_param(m->p, sl->param);
     m->w[i] = host, host += numel(&m->t.t[i]);
     sl->mask = backend_view(m, &w->shape, at);
-    at += numel(&m->t.t[i]);
+    at += padded(numel(&m->t.t[i]));
     char name[300];
     snprintf(name, sizeof name, "Mul(mask %s)", m->t.t[i].weight_name);
     cx_op_call_desc d = {.op = "Mul", .name = name, .in = (cx_tensor[]){*w, sl->mask}, .n_in = 2,
@@ -144,7 +158,7 @@ static cx_status open_slots(cx_prune_masker *m) {
     CX_TRY(cx_op_call_create(m->b, m->s, &d, &sl->add));
     sl->t[sl->n++] = w;
   }
-  return CX_OK;
+  return upload_masks(m);
 }
 
 /* What a run made (a masker may serve several runs: the masks stay). */
@@ -179,14 +193,6 @@ static cx_status opened(void *self, cx_program *p) {
 }
 
 /* ---- masks ---- */
-
-static cx_status upload_masks(cx_prune_masker *m) {
-  for (int i = 0; i < m->t.n; i++) {
-    for (int64_t e = 0; e < numel(&m->t.t[i]); e++) m->staging[e] = m->mask[i][e];
-    CX_TRY(cx_backend_upload(m->b, &m->slot[i].mask, m->staging, m->s));
-  }
-  return CX_OK;
-}
 
 /* Every masked tensor times its mask. */
 static cx_status apply(cx_prune_masker *m) {

@@ -381,8 +381,16 @@ static void test_mask_graph(void) {
   cx_status s = cx_prune_mask_graph(g, &c, "cnn.onnx");
   CHECK(s == CX_ERR_ARG && has(cx_last_error(), "cnn.onnx: node 'block1") &&
         has(cx_last_error(), "1 input channels"), "2:4 on block1: %d %s", s, cx_last_error());
+  cx_prune_masker *m = NULL;
+  s = cx_prune_mask_open(g, "cnn.onnx", &c, NULL, &m);
+  CHECK(s == CX_ERR_ARG && !m && has(cx_last_error(), "cnn.onnx: node 'block1"),
+        "the extension on 2:4 block1: %d %s", s, cx_last_error());
   c = cx_prune_defaults(), c.method = CX_PRUNE_CHANNEL;
   CHECK(cx_prune_mask_graph(g, &c, "cnn") == CX_ERR_ARG, "%s", "channel refused");
+  c = cx_prune_defaults(), c.sparsity = 1.5;
+  s = cx_prune_mask_open(g, "cnn.onnx", &c, NULL, &m);
+  CHECK(s == CX_ERR_ARG && !m && has(cx_last_error(), "sparsity 1.5"), "sparsity 1.5: %d %s", s,
+        cx_last_error());
   cx_graph_free(g);
   cx_graph_free(orig);
 }
@@ -493,6 +501,7 @@ static outcome prune_run(const paths *p, const cx_backend *b, cx_optim_kind kind
   } else {
     c.method = CX_PRUNE_NM, c.start = c.end = 4;
   }
+  cx_prune_masker *m = NULL;
   for (int leg = 0; leg < (stop ? 2 : 1); leg++) {
     cx_train_opts o = recipe(p, b, kind, ckdir);
     char last[4200];
@@ -501,9 +510,13 @@ static outcome prune_run(const paths *p, const cx_backend *b, cx_optim_kind kind
       o.resume_from = last;
     }
     o.stop_after = leg == 0 ? stop : 0;
-    cx_prune_masker *m = NULL;
-    out.status = cx_prune_mask_open(out.model, "cnn", &c, NULL, &m);
-    if (out.status != CX_OK) break;
+    /* N:M: the resumed leg reuses the first leg's masker (a masker may serve several runs) */
+    if (!(leg == 1 && method == CX_PRUNE_NM)) {
+      cx_prune_mask_close(m);
+      m = NULL;
+      out.status = cx_prune_mask_open(out.model, "cnn", &c, NULL, &m);
+      if (out.status != CX_OK) break;
+    }
     out.q = (probe){.m = m};
     cx_train_ext ext[2] = {cx_prune_mask_extension(m),
                            {.name = "probe", .self = &out.q, .opened = probe_opened,
@@ -531,9 +544,9 @@ static outcome prune_run(const paths *p, const cx_backend *b, cx_optim_kind kind
     CHECK(out.q.steps > 0 && out.q.bad == 0, "leg %d: %lld pruned entries not +0 in %lld tensor "
           "checks over %lld steps", leg, (long long)out.q.bad, (long long)out.q.checked,
           (long long)out.q.steps);
-    cx_prune_mask_close(m);
     if (out.status != CX_OK) break;
   }
+  cx_prune_mask_close(m);
   CHECK(out.status == CX_OK, "train: %s", cx_last_error());
   return out;
 }
