@@ -1,5 +1,6 @@
 /* Masks from weights: magnitude (per layer or one global threshold) and N:M, on the host. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +94,27 @@ cx_status cx_prune_nm_check_shapes(const cx_prune_targets *t, int m, const char 
                      "multiple of %d: N:M pruning needs whole groups of %d input channels "
                      "(exclude the node)", model ? model : "the model", t->t[i].node_name,
                      (long long)t->t[i].channels, t->t[i].weight_name, m, m);
+  return CX_OK;
+}
+
+cx_status cx_prune_nm_fit(cx_prune_targets *t, const cx_prune_config *c, const char *model,
+                          FILE *log) {
+  if (c->n_include > 0) return cx_prune_nm_check_shapes(t, c->m, model);
+  int kept = 0;
+  for (int i = 0; i < t->n; i++) {
+    if (t->t[i].channels % c->m == 0) {
+      t->t[kept++] = t->t[i];
+      continue;
+    }
+    if (log)
+      fprintf(log, "prune: %d:%d leaves node '%s' dense (%lld input channels per group)\n", c->n,
+              c->m, t->t[i].node_name, (long long)t->t[i].channels);
+    free(t->t[i].node_name), free(t->t[i].weight_name);
+  }
+  t->n = kept;
+  if (kept == 0)
+    return cx_fail(CX_ERR_ARG, "%s: nothing to prune with %d:%d: no prunable layer has a multiple "
+                   "of %d input channels per group", model ? model : "the model", c->n, c->m, c->m);
   return CX_OK;
 }
 
@@ -194,7 +216,7 @@ cx_status cx_prune_mask_graph(cx_graph *g, const cx_prune_config *c, const char 
                    "N:M; channel pruning rewrites the graph instead");
   cx_prune_targets t;
   CX_TRY(cx_prune_select(g, c, model, &t));
-  cx_status s = c->method == CX_PRUNE_NM ? cx_prune_nm_check_shapes(&t, c->m, model) : CX_OK;
+  cx_status s = c->method == CX_PRUNE_NM ? cx_prune_nm_fit(&t, c, model, NULL) : CX_OK;
   if (s == CX_OK) s = mask_graph(g, c, &t);
   cx_prune_targets_free(&t);
   return s;

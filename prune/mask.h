@@ -29,6 +29,12 @@ cx_status cx_prune_masks(const cx_prune_config *c, const cx_prune_targets *t,
 /* Every target's input channels are a multiple of m; the message names the first that is not,
  * and `model`. */
 cx_status cx_prune_nm_check_shapes(const cx_prune_targets *t, int m, const char *model);
+/* N:M's targets: with include globs, every one must fit the pattern (else the refusal above);
+ * without, the default selection drops those that cannot (depthwise convolutions, a first
+ * layer on few channels), each with a line in log (may be NULL). Nothing left: an error naming
+ * the model. */
+cx_status cx_prune_nm_fit(cx_prune_targets *t, const cx_prune_config *c, const char *model,
+                          FILE *log);
 /* Whether weights w of target t keep at most n non-zeros in every group of m input channels
  * (false when its channels are not a multiple of m). */
 bool cx_prune_nm_holds(const cx_prune_target *t, const float *w, int n, int m);

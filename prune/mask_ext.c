@@ -89,7 +89,7 @@ cx_status cx_prune_mask_open(const cx_graph *model, const char *name, const cx_p
   m->c = *c;
   m->log = log;
   cx_status s = cx_prune_select(model, c, m->model, &m->t);
-  if (s == CX_OK && c->method == CX_PRUNE_NM) s = cx_prune_nm_check_shapes(&m->t, c->m, m->model);
+  if (s == CX_OK && c->method == CX_PRUNE_NM) s = cx_prune_nm_fit(&m->t, c, m->model, log);
   if (s == CX_OK) s = make_state(m);
   m->c.include = m->c.exclude = NULL, m->c.n_include = m->c.n_exclude = 0;
   if (s != CX_OK) return cx_prune_mask_close(m), s;

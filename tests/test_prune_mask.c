@@ -20,6 +20,7 @@
 #include "../core/program.h"
 #include "../kernels/cpu/cpu.h"
 #include "../kernels/guard/guard.h"
+#include "../models/zoo.h"
 #include "../prune/mask.h"
 #include "../train/trainer.h"
 #include "check.h"
@@ -393,6 +394,29 @@ static void test_mask_graph(void) {
         cx_last_error());
   cx_graph_free(g);
   cx_graph_free(orig);
+  /* 2:4 by default on MobileNetV2: the depthwise convolutions (one input channel per group)
+   * stay dense, the rest takes the pattern */
+  CHECK(cx_model_build("mobilenet_v2:width=0.5,classes=10,input=1x28x28", &g, NULL) == CX_OK,
+        "%s", cx_last_error());
+  c = cx_prune_defaults(), c.method = CX_PRUNE_NM;
+  CHECK(cx_prune_mask_graph(g, &c, "mbv2") == CX_OK, "2:4 on MobileNetV2: %s", cx_last_error());
+  CHECK(cx_prune_select(g, &c, "mbv2", &t) == CX_OK, "%s", cx_last_error());
+  int dense = 0, holding = 0;
+  for (int i = 0; i < t.n; i++) {
+    const float *w = g->values[t.t[i].weight].init;
+    if (t.t[i].channels % 4) {
+      int64_t zeros = 0;
+      for (int64_t j = 0; j < t.t[i].outer * t.t[i].channels * t.t[i].inner; j++) zeros += !w[j];
+      dense += zeros == 0;
+    } else {
+      holding += cx_prune_nm_holds(&t.t[i], w, 2, 4);
+    }
+  }
+  printf("MobileNetV2-0.5 at 2:4: %d layers hold it, %d left dense, of %d\n", holding, dense, t.n);
+  CHECK(dense > 10 && holding > 10 && dense + holding == t.n, "2:4 on MobileNetV2: %d dense, %d "
+        "holding, %d targets", dense, holding, t.n);
+  cx_prune_targets_free(&t);
+  cx_graph_free(g);
 }
 
 /* ---- training ---- */
