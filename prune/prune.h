@@ -60,7 +60,40 @@ cx_status cx_prune_config_check(const cx_prune_config *c);
 
 /* Zhu-Gupta: s_t = s_f + (s_i - s_f)(1 - (t - t0)/(n dt))^3 for t in [start, end], held at
  * initial_sparsity before start and at sparsity after end, changing only at multiples of
- * `every` from start. */
+ * `every` from start (and at end, where it reaches sparsity). `step` counts optimizer steps
+ * done: 0 is before the first update. */
 double cx_prune_schedule_sparsity(const cx_prune_config *c, int64_t step);
+/* Whether masks are (re)computed at `step`: start, start + every, ... up to end, and end. */
+bool cx_prune_schedule_is_step(const cx_prune_config *c, int64_t step);
+
+/* ---- which weights are prunable (prune/select.c) ---- */
+
+/* One prunable weight: the node that reads it and the weight's value. The weight is seen as
+ * [outer, channels, inner] with its input channels along the middle axis, which N:M groups run
+ * along: Conv [O, I/g, k...]: O, I/g, prod(k); Gemm with transB=1 [N, K]: N, K, 1; Gemm with
+ * transB=0 and MatMul [K, N]: 1, K, N. Names are copies: they outlive the graph. */
+typedef struct cx_prune_target {
+  int node, weight;  /* node index, value id of the weight (in the graph selected from) */
+  char *node_name;   /* as `compress inspect` shows it */
+  char *weight_name; /* the initializer's name: the trainer's parameter of the same name */
+  int64_t outer, channels, inner;
+} cx_prune_target;
+
+typedef struct cx_prune_targets {
+  int n;
+  cx_prune_target *t; /* in graph node order */
+} cx_prune_targets;
+
+/* The prunable weights of g: the weight input (the second) of every Conv, Gemm and MatMul whose
+ * weight is a PARAM or CONST initializer, once per weight (a shared weight goes with its first
+ * reader). Without include globs: all of them except the first Conv (topologically: the one
+ * the input reaches first) and the classifier (the topologically last Gemm/MatMul on the way to
+ * the first output); with include: those whose node name matches one; then those matching an
+ * exclude glob are dropped. `model` names the model in messages. Errors: a glob that matches no
+ * such node (naming it), nothing left to prune (naming the model); *out is then empty. Free it
+ * with cx_prune_targets_free. */
+cx_status cx_prune_select(const cx_graph *g, const cx_prune_config *c, const char *model,
+                          cx_prune_targets *out);
+void cx_prune_targets_free(cx_prune_targets *t);
 
 #endif

@@ -16,6 +16,8 @@
 #include "../data/data.h"
 
 struct cx_program;
+struct cx_optimizer;
+struct cx_ema;
 struct cx_train_step_info;
 struct cx_eval_result;
 
@@ -40,6 +42,12 @@ typedef struct cx_train_ext {
   cx_status (*wrap_graph)(void *self, cx_graph *train);
   /* The training program is compiled (find your tensors in it); called once per run. */
   cx_status (*opened)(void *self, struct cx_program *train);
+  /* Once per run, after every extension's `opened` and before any step (and before a resume
+   * restores the checkpoint into them): the optimizer whose state follows the parameters, and
+   * the weight average (NULL: none kept), whose tensors an extension may change with the
+   * backend's ops and copies (pruning zeroes the state and average of pruned weights). Both live
+   * until the run ends. */
+  cx_status (*optimizer_ready)(void *self, struct cx_optimizer *o, struct cx_ema *ema);
   /* Before each micro-batch's forward pass: extra inputs, written with cx_program_write. */
   cx_status (*feed)(void *self, struct cx_program *train, const cx_batch *b);
   /* During backward, as soon as parameter `param`'s gradient is final (the order backward

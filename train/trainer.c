@@ -308,6 +308,9 @@ static cx_status open_extensions(run *r) {
   cx_program_set_grad_hook(r->train, grad_ready, r);
   for (int e = 0; e < r->n_ext; e++)
     if (r->ext[e].opened) CX_TRY(r->ext[e].opened(r->ext[e].self, r->train));
+  for (int e = 0; e < r->n_ext; e++)
+    if (r->ext[e].optimizer_ready)
+      CX_TRY(r->ext[e].optimizer_ready(r->ext[e].self, r->opt, r->ema));
   return list_extension_state(r);
 }
 
