@@ -64,13 +64,16 @@ static cx_status fine_tune(const cx_prune_args *a, cx_train_config *tc, const cx
   return st;
 }
 
-static void print_cost(const char *what, const cx_graph *g) {
-  cx_report_cost k;
-  if (cx_report_graph_cost(g, &k) != CX_OK) return;
+static void print_cost(const char *what, const cx_report_cost *k) {
   printf("%s: %lld parameters (%lld non-zero, %.1f%% sparse), %.2fM MACs (%.2fM effective)\n",
-         what, (long long)k.params, (long long)k.params_nonzero,
-         k.params ? 100.0 * (double)(k.params - k.params_nonzero) / (double)k.params : 0.0,
-         k.macs / 1e6, k.macs_effective / 1e6);
+         what, (long long)k->params, (long long)k->params_nonzero,
+         k->params ? 100.0 * (double)(k->params - k->params_nonzero) / (double)k->params : 0.0,
+         k->macs / 1e6, k->macs_effective / 1e6);
+}
+
+static void print_cost_of(const char *what, const cx_graph *g) {
+  cx_report_cost k;
+  if (cx_report_graph_cost(g, &k) == CX_OK) print_cost(what, &k);
 }
 
 static cx_status prune_model(cx_prune_args *a) {
@@ -79,12 +82,17 @@ static cx_status prune_model(cx_prune_args *a) {
   cx_cli_prune pc;
   cx_train_config tc;
   CX_TRY(cx_cli_load_model(a->model, &g, &info));
+  cx_report_cost before = {0};
   cx_status st = cx_prune_args_read(a, &info, &pc, &tc);
-  if (st == CX_OK) print_cost(a->model, g);
+  if (st == CX_OK) st = cx_report_graph_cost(g, &before);
+  if (st == CX_OK && pc.c.importance == CX_IMPORTANCE_TAYLOR)
+    st = cx_fail(CX_ERR_UNSUPPORTED, "--importance taylor: the Taylor scores are not gathered "
+                 "by compress prune yet; use l1, l2 or bn");
   if (st == CX_OK) st = a->data ? fine_tune(a, &tc, &pc.c, &g) : prune_once(&pc.c, a->model, &g);
   if (st == CX_OK) st = a->data ? cx_cli_export_trained(&tc, g, a->out, &(cx_cli_export){0})
                                 : export_model(g, &info, a->out);
-  if (st == CX_OK) print_cost(a->out, g);
+  if (st == CX_OK) print_cost(a->model, &before);
+  if (st == CX_OK) print_cost_of(a->out, g);
   cx_graph_free(g);
   cx_prune_args_free(a, &pc, &tc);
   return st;

@@ -210,7 +210,7 @@ cx_status cx_prune_args_read(cx_prune_args *a, const cx_onnx_info *info, cx_cli_
   bool have_pre = info && model_preprocessing(info, &pre);
   char *text = document(a, have_pre ? &pre : NULL);
   if (!text) return cx_fail(CX_ERR_NOMEM, "out of memory");
-  cx_status s = cx_toml_parse_string(text, "the options", &a->doc);
+  cx_status s = cx_toml_parse_string(text, "options", &a->doc);
   free(text);
   if (s == CX_OK) s = cx_cli_prune_read(cx_toml_get(a->doc, "prune"), p);
   if (s == CX_OK && a->data) s = read_training(a, tc);

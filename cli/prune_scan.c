@@ -42,7 +42,7 @@ static cx_status one(scan *sc, const char *name, double s, double *top1) {
     st = g ? cx_prune_mask_graph(g, &c, sc->a->model) : cx_fail(CX_ERR_NOMEM, "out of memory");
   }
   cx_eval_result r = {0};
-  if (st == CX_OK) st = cx_evaluate(g, sc->backend, sc->a->data, NULL, &sc->pre, 256, &r);
+  if (st == CX_OK) st = cx_evaluate(g, sc->backend, sc->a->val, NULL, &sc->pre, 256, &r);
   *top1 = r.top1;
   cx_graph_free(g);
   return st;
