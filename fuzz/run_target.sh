@@ -4,7 +4,8 @@
 #   run_target.sh [--fresh] <binary> <seed corpus> <seconds> <work folder>
 # The target fuzzes <work folder>/corpus, seeded from the committed corpus (which it never
 # writes); --fresh starts that copy anew (ctest), without it new entries are kept (scripts/fuzz.sh).
-# A finding is left in <work folder>/findings/ and its path printed.
+# A finding is left in <work folder>/findings/ and its path printed. $CX_FUZZ_ARGS adds libFuzzer
+# flags (scripts/fuzz.sh: -fork=1 -ignore_crashes=1 to collect every finding of a long run).
 set -euo pipefail
 fresh=0
 if [ "${1:-}" = --fresh ]; then fresh=1; shift; fi
@@ -18,7 +19,8 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 status=0
 "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-  -artifact_prefix="$work/findings/" "$work/corpus" >"$work/log" 2>&1 || status=$?
+  -artifact_prefix="$work/findings/" ${CX_FUZZ_ARGS:-} "$work/corpus" >"$work/log" 2>&1 ||
+  status=$?
 tail -n 30 "$work/log"
 found=$(find "$work/findings" -type f | head -n 5)
 if [ "$status" != 0 ] || [ -n "$found" ]; then

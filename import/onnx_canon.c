@@ -157,7 +157,7 @@ static void copy_attrs(cx_onnx_importer *im, const Onnx__NodeProto *n, int node,
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING: {
       char s[256];
       size_t len = a->s.len < sizeof s - 1 ? a->s.len : sizeof s - 1;
-      memcpy(s, a->s.data, len);
+      if (len) memcpy(s, a->s.data, len); /* an empty string may have no data at all */
       s[len] = '\0';
       cx_node_set_string(im->g, node, a->name, s);
       break;

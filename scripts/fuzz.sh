@@ -14,6 +14,8 @@ targets=("$@")
 if [ ${#targets[@]} = 0 ]; then
   for f in build-fuzz/fuzz/fuzz_*; do [ -x "$f" ] && targets+=("${f##*/fuzz_}"); done
 fi
+# keep going after a finding, so that one long run collects them all
+export CX_FUZZ_ARGS=${CX_FUZZ_ARGS:--fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1}
 status=0
 for t in "${targets[@]}"; do
   echo "== fuzz_$t for ${seconds}s"
