@@ -17,12 +17,13 @@ for f in "$seeds"/*; do
 done
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+touch "$work/started" # findings of earlier runs (kept by scripts/fuzz.sh) do not count
 status=0
 "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
   -artifact_prefix="$work/findings/" ${CX_FUZZ_ARGS:-} "$work/corpus" >"$work/log" 2>&1 ||
   status=$?
 tail -n 30 "$work/log"
-found=$(find "$work/findings" -type f | head -n 5)
+found=$(find "$work/findings" -type f -newer "$work/started" | head -n 5)
 if [ "$status" != 0 ] || [ -n "$found" ]; then
   echo "$(basename "$bin"): finding(s) (exit $status): ${found:-see $work/log}"
   exit 1
