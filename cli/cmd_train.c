@@ -38,13 +38,13 @@ static void on_signal(int sig) {
 
 /* ---- the output folder ---- */
 
-/* A fresh run refuses a folder with checkpoints; --resume needs one. */
-static cx_status prepare_out(const train_args *a, const char *out, char *resume, size_t size) {
+/* A fresh run refuses a folder with checkpoints; --resume needs one. Reads only: the folder is
+ * made after every check has passed. */
+static cx_status find_resume(const train_args *a, const char *out, char *resume, size_t size) {
   char ckdir[PATH_MAX_];
   snprintf(ckdir, sizeof ckdir, "%s/checkpoints", out);
   struct stat st;
   if (a->resume) return cx_checkpoint_find_last(ckdir, resume, size);
-  CX_TRY(cx_cli_make_dirs(out));
   if (stat(ckdir, &st) == 0 && cx_checkpoint_find_last(ckdir, resume, size) == CX_OK)
     return cx_fail(CX_ERR_ARG, "%s already holds a run (%s): pass --resume to continue it, or "
                    "choose another output folder (--out)", out, resume);
@@ -185,7 +185,12 @@ static cx_status prepare(job *j) {
                    j->a.config);
   CX_TRY(cx_cli_train_load_model(&j->c, &j->g, &j->old_input));
   CX_TRY(cx_train_config_check(&j->c, j->g));
-  CX_TRY(prepare_out(&j->a, j->out, j->resume, sizeof j->resume));
+  CX_TRY(find_resume(&j->a, j->out, j->resume, sizeof j->resume));
+  j->c.opts.resume_from = *j->resume ? j->resume : NULL;
+  cx_status s = cx_train_check(&j->c.opts);
+  if (s != CX_OK) return cx_error_prefix("%s", j->a.config), s;
+  /* every check has passed: only now the output folder and its files */
+  CX_TRY(cx_cli_make_dirs(j->out));
   CX_TRY(copy_config(j->a.config, j->out));
   j->k.command = "compress train";
   return cx_cli_sinks_open(j->out, j->a.resume, &j->k);
@@ -196,7 +201,6 @@ static cx_status train(job *j) {
   char ckdir[PATH_MAX_];
   snprintf(ckdir, sizeof ckdir, "%s/checkpoints", j->out);
   o->checkpoint_dir = ckdir;
-  o->resume_from = *j->resume ? j->resume : NULL;
   o->stop_after = j->a.stop_after;
   o->interrupt = &interrupted;
   o->log = j->a.json ? stderr : stdout;
