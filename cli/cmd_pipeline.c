@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../import/onnx.h"
+#include "../train/checkpoint.h"
 #include "commands.h"
 #include "onnx_common.h"
 #include "pipeline.h"
@@ -294,6 +295,21 @@ static cx_status run_all(runner *r) {
 
 /* Each stage that will train, checked as cx_train checks it (its data against its batch, its
  * schedule, the checkpoint it would continue from), before this run writes anything. */
+/* Metrics of the stages that will train, as far as their checkpoints go: nothing of one that
+ * starts afresh (cx_cli_metrics_rewind). After the checks, before the writers open the file. */
+static cx_status rewind_metrics(const runner *r) {
+  for (int i = 0; i < CX_STAGE_COUNT; i++) {
+    const cx_pipeline_stage *s = &r->p.stages[i];
+    if (!s->trains || !will_run(r, i)) continue;
+    char resume[PATH_MAX_];
+    cx_stage_result before;
+    cx_checkpoint_meta m = {0};
+    if (find_resume(r, s, resume, sizeof resume, &before)) CX_TRY(cx_checkpoint_peek(resume, &m));
+    CX_TRY(cx_cli_metrics_rewind(r->out, s->name, m.step, m.epoch));
+  }
+  return CX_OK;
+}
+
 static cx_status check_stages(const runner *r) {
   for (int i = 0; i < CX_STAGE_COUNT; i++) {
     const cx_pipeline_stage *s = &r->p.stages[i];
@@ -324,6 +340,13 @@ static cx_status prepare(runner *r) {
   char path[PATH_MAX_];
   snprintf(path, sizeof path, "%s/stages", r->out);
   CX_TRY(cx_cli_make_dirs(path));
+  CX_TRY(rewind_metrics(r));
+  cx_cli_remove_stale_tmp(r->out, "stages");
+  cx_cli_remove_stale_tmp(r->out, "teacher_cache");
+  for (int i = 0; i < CX_STAGE_COUNT; i++) {
+    snprintf(path, sizeof path, "checkpoints/%s", r->p.stages[i].name);
+    cx_cli_remove_stale_tmp(r->out, path);
+  }
   r->sinks.command = "compress pipeline";
   return cx_cli_sinks_open(r->out, true, &r->sinks);
 }

@@ -12,6 +12,7 @@
 #include "../export/onnx_export.h"
 #include "../import/onnx.h"
 #include "../models/zoo.h"
+#include "../train/checkpoint.h"
 #include "../train/metrics.h"
 #include "../train/tensorboard.h"
 #include "../train/train_config.h"
@@ -191,6 +192,12 @@ static cx_status prepare(job *j) {
   if (s != CX_OK) return cx_error_prefix("%s", j->a.config), s;
   /* every check has passed: only now the output folder and its files */
   CX_TRY(cx_cli_make_dirs(j->out));
+  cx_cli_remove_stale_tmp(j->out, "checkpoints");
+  if (*j->resume) { /* what a killed run logged after its checkpoint goes */
+    cx_checkpoint_meta m;
+    CX_TRY(cx_checkpoint_peek(j->resume, &m));
+    CX_TRY(cx_cli_metrics_rewind(j->out, NULL, m.step, m.epoch));
+  }
   CX_TRY(copy_config(j->a.config, j->out));
   j->k.command = "compress train";
   return cx_cli_sinks_open(j->out, j->a.resume, &j->k);
