@@ -435,7 +435,7 @@ const cx_command cx_cmd_pipeline = {
         "metrics.jsonl (each line with its \"stage\"), tensorboard/ and stages/ (the\n"
         "manifest), and then report.md, report.html and report.json: every complete stage's\n"
         "model side by side (accuracy, size, MACs, latency, training time, curves).\n"
-        "The file, the data and every model are checked before training starts.\n"
+        "The file, the data and every model are checked before anything is written.\n"
         "A stage that is complete (its output there, its inputs and settings unchanged) is\n"
         "skipped; an interrupted one continues from its last checkpoint.\n\n"
         "    --out DIR       the output folder (instead of [run] out_dir)\n"
