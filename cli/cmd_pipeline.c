@@ -295,16 +295,18 @@ static cx_status run_all(runner *r) {
 
 /* Each stage that will train, checked as cx_train checks it (its data against its batch, its
  * schedule, the checkpoint it would continue from), before this run writes anything. */
-/* Metrics of the stages that will train, as far as their checkpoints go: nothing of one that
- * starts afresh (cx_cli_metrics_rewind). After the checks, before the writers open the file. */
+/* Metrics of the stages that will continue from a checkpoint, as far as it goes
+ * (cx_cli_metrics_rewind; a stage that starts afresh keeps its old lines, which the report's
+ * last-run rule reads past). After the checks, before the writers open the file. */
 static cx_status rewind_metrics(const runner *r) {
   for (int i = 0; i < CX_STAGE_COUNT; i++) {
     const cx_pipeline_stage *s = &r->p.stages[i];
     if (!s->trains || !will_run(r, i)) continue;
     char resume[PATH_MAX_];
     cx_stage_result before;
-    cx_checkpoint_meta m = {0};
-    if (find_resume(r, s, resume, sizeof resume, &before)) CX_TRY(cx_checkpoint_peek(resume, &m));
+    cx_checkpoint_meta m;
+    if (!find_resume(r, s, resume, sizeof resume, &before)) continue;
+    CX_TRY(cx_checkpoint_peek(resume, &m));
     CX_TRY(cx_cli_metrics_rewind(r->out, s->name, m.step, m.epoch));
   }
   return CX_OK;

@@ -45,7 +45,7 @@ cx_status cx_cli_sinks_open(const char *out, bool append, cx_cli_sinks *k);
  * the interrupted run logged after that checkpoint, so that the steps it trains again are logged
  * once, as by a run that never stopped: the lines of stage (NULL: lines without a "stage") of a
  * later step, their validation lines of epoch `epoch` on (not evaluated at the checkpoint), and a
- * last line cut short. (0, 0): every line of the stage. The file is replaced whole (temporary
+ * last line cut short. The file is replaced whole (temporary
  * name, renamed); no file: nothing to do. TensorBoard files are left (a reader takes the newest
  * value of a step). */
 cx_status cx_cli_metrics_rewind(const char *out, const char *stage, int64_t step, int64_t epoch);
