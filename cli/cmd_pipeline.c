@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../import/onnx.h"
+#include "../train/checkpoint.h"
 #include "commands.h"
 #include "onnx_common.h"
 #include "pipeline.h"
@@ -78,6 +79,21 @@ static void clear_checkpoints(const char *dir) {
 
 /* ---- one stage ---- */
 
+/* Whether the stage continues an interrupted run: its .started manifest holds its checkpoint
+ * hash and its folder a checkpoint (into resume, with the time spent so far into *before); else
+ * resume is "" and *before empty. Reads only. */
+static bool find_resume(const runner *r, const cx_pipeline_stage *s, char *resume, size_t size,
+                        cx_stage_result *before) {
+  char ckdir[PATH_MAX_];
+  snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s", r->out, s->name);
+  if (cx_pipeline_manifest_read(r->out, s->name, "started", s->tc.hash, before) &&
+      cx_checkpoint_find_last(ckdir, resume, size) == CX_OK)
+    return true;
+  resume[0] = 0;
+  *before = cx_stage_result_empty();
+  return false;
+}
+
 /* The output model of the stage's input stage, with its image input named "input". */
 static cx_status load_input(runner *r, const cx_pipeline_stage *s, cx_graph **g) {
   *g = NULL;
@@ -100,15 +116,12 @@ static cx_stage_run stage_run(runner *r, cx_pipeline_stage *s, const cx_graph *i
 static cx_status train_stage(runner *r, cx_pipeline_stage *s, cx_graph *g, const cx_graph *input,
                              cx_train_result *res, cx_stage_result *before) {
   cx_train_opts *o = &s->tc.opts;
-  char ckdir[PATH_MAX_], resume[PATH_MAX_] = "";
+  char ckdir[PATH_MAX_], resume[PATH_MAX_];
   snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s", r->out, s->name);
   CX_TRY(cx_cli_make_dirs(ckdir));
-  if (cx_pipeline_manifest_read(r->out, s->name, "started", s->tc.hash, before) &&
-      cx_checkpoint_find_last(ckdir, resume, sizeof resume) == CX_OK)
+  if (find_resume(r, s, resume, sizeof resume, before))
     printf("%s: resuming from %s\n", s->name, resume);
   else {
-    resume[0] = 0;
-    *before = cx_stage_result_empty();
     clear_checkpoints(ckdir);
     CX_TRY(cx_pipeline_manifest_write(r->out, s->name, "started", s->tc.hash, NULL));
   }
@@ -263,16 +276,52 @@ static cx_status check_order(runner *r) {
   return CX_OK;
 }
 
+/* Whether run_all runs the stage: present, selected, and forced or not complete. */
+static bool will_run(const runner *r, int id) {
+  const cx_pipeline_stage *s = &r->p.stages[id];
+  if (!s->present || !selected(r, id)) return false;
+  return r->a.only || r->a.from || !stage_complete(r, s);
+}
+
 static cx_status run_all(runner *r) {
-  bool forced = r->a.only || r->a.from;
   for (int i = 0; i < CX_STAGE_COUNT; i++) {
     cx_pipeline_stage *s = &r->p.stages[i];
-    if (!s->present || !selected(r, i)) continue;
-    if (!forced && stage_complete(r, s)) {
+    if (will_run(r, i)) CX_TRY(run_stage(r, i));
+    else if (s->present && selected(r, i))
       printf("%s: complete (%s/%s), skipped\n", s->name, r->out, s->output);
-      continue;
-    }
-    CX_TRY(run_stage(r, i));
+  }
+  return CX_OK;
+}
+
+/* Each stage that will train, checked as cx_train checks it (its data against its batch, its
+ * schedule, the checkpoint it would continue from), before this run writes anything. */
+/* Metrics of the stages that will continue from a checkpoint, as far as it goes
+ * (cx_cli_metrics_rewind; a stage that starts afresh keeps its old lines, which the report's
+ * last-run rule reads past). After the checks, before the writers open the file. */
+static cx_status rewind_metrics(const runner *r) {
+  for (int i = 0; i < CX_STAGE_COUNT; i++) {
+    const cx_pipeline_stage *s = &r->p.stages[i];
+    if (!s->trains || !will_run(r, i)) continue;
+    char resume[PATH_MAX_];
+    cx_stage_result before;
+    cx_checkpoint_meta m;
+    if (!find_resume(r, s, resume, sizeof resume, &before)) continue;
+    CX_TRY(cx_checkpoint_peek(resume, &m));
+    CX_TRY(cx_cli_metrics_rewind(r->out, s->name, m.step, m.epoch));
+  }
+  return CX_OK;
+}
+
+static cx_status check_stages(const runner *r) {
+  for (int i = 0; i < CX_STAGE_COUNT; i++) {
+    const cx_pipeline_stage *s = &r->p.stages[i];
+    if (!s->trains || !will_run(r, i)) continue;
+    char resume[PATH_MAX_];
+    cx_stage_result before;
+    cx_train_opts o = s->tc.opts;
+    o.resume_from = find_resume(r, s, resume, sizeof resume, &before) ? resume : NULL;
+    cx_status st = cx_train_check(&o);
+    if (st != CX_OK) return cx_error_prefix("%s: the %s stage", r->a.file, s->name), st;
   }
   return CX_OK;
 }
@@ -288,9 +337,18 @@ static cx_status prepare(runner *r) {
   cx_status d = r->a.device ? cx_cli_backend(r->a.device, &backend) : CX_OK;
   if (d != CX_OK) return cx_error_prefix("--device"), d;
   CX_TRY(cx_pipeline_check(&r->p, backend));
+  CX_TRY(check_stages(r));
+  /* every check has passed: only now the output folder and its files */
   char path[PATH_MAX_];
   snprintf(path, sizeof path, "%s/stages", r->out);
   CX_TRY(cx_cli_make_dirs(path));
+  CX_TRY(rewind_metrics(r));
+  cx_cli_remove_stale_tmp(r->out, "stages");
+  cx_cli_remove_stale_tmp(r->out, "teacher_cache");
+  for (int i = 0; i < CX_STAGE_COUNT; i++) {
+    snprintf(path, sizeof path, "checkpoints/%s", r->p.stages[i].name);
+    cx_cli_remove_stale_tmp(r->out, path);
+  }
   r->sinks.command = "compress pipeline";
   return cx_cli_sinks_open(r->out, true, &r->sinks);
 }
@@ -379,7 +437,7 @@ const cx_command cx_cmd_pipeline = {
         "metrics.jsonl (each line with its \"stage\"), tensorboard/ and stages/ (the\n"
         "manifest), and then report.md, report.html and report.json: every complete stage's\n"
         "model side by side (accuracy, size, MACs, latency, training time, curves).\n"
-        "The file, the data and every model are checked before training starts.\n"
+        "The file, the data and every model are checked before anything is written.\n"
         "A stage that is complete (its output there, its inputs and settings unchanged) is\n"
         "skipped; an interrupted one continues from its last checkpoint.\n\n"
         "    --out DIR       the output folder (instead of [run] out_dir)\n"

@@ -12,6 +12,7 @@
 #include "../export/onnx_export.h"
 #include "../import/onnx.h"
 #include "../models/zoo.h"
+#include "../train/checkpoint.h"
 #include "../train/metrics.h"
 #include "../train/tensorboard.h"
 #include "../train/train_config.h"
@@ -38,13 +39,13 @@ static void on_signal(int sig) {
 
 /* ---- the output folder ---- */
 
-/* A fresh run refuses a folder with checkpoints; --resume needs one. */
-static cx_status prepare_out(const train_args *a, const char *out, char *resume, size_t size) {
+/* A fresh run refuses a folder with checkpoints; --resume needs one. Reads only: the folder is
+ * made after every check has passed. */
+static cx_status find_resume(const train_args *a, const char *out, char *resume, size_t size) {
   char ckdir[PATH_MAX_];
   snprintf(ckdir, sizeof ckdir, "%s/checkpoints", out);
   struct stat st;
   if (a->resume) return cx_checkpoint_find_last(ckdir, resume, size);
-  CX_TRY(cx_cli_make_dirs(out));
   if (stat(ckdir, &st) == 0 && cx_checkpoint_find_last(ckdir, resume, size) == CX_OK)
     return cx_fail(CX_ERR_ARG, "%s already holds a run (%s): pass --resume to continue it, or "
                    "choose another output folder (--out)", out, resume);
@@ -185,7 +186,18 @@ static cx_status prepare(job *j) {
                    j->a.config);
   CX_TRY(cx_cli_train_load_model(&j->c, &j->g, &j->old_input));
   CX_TRY(cx_train_config_check(&j->c, j->g));
-  CX_TRY(prepare_out(&j->a, j->out, j->resume, sizeof j->resume));
+  CX_TRY(find_resume(&j->a, j->out, j->resume, sizeof j->resume));
+  j->c.opts.resume_from = *j->resume ? j->resume : NULL;
+  cx_status s = cx_train_check(&j->c.opts);
+  if (s != CX_OK) return cx_error_prefix("%s", j->a.config), s;
+  /* every check has passed: only now the output folder and its files */
+  CX_TRY(cx_cli_make_dirs(j->out));
+  cx_cli_remove_stale_tmp(j->out, "checkpoints");
+  if (*j->resume) { /* what a killed run logged after its checkpoint goes */
+    cx_checkpoint_meta m;
+    CX_TRY(cx_checkpoint_peek(j->resume, &m));
+    CX_TRY(cx_cli_metrics_rewind(j->out, NULL, m.step, m.epoch));
+  }
   CX_TRY(copy_config(j->a.config, j->out));
   j->k.command = "compress train";
   return cx_cli_sinks_open(j->out, j->a.resume, &j->k);
@@ -196,7 +208,6 @@ static cx_status train(job *j) {
   char ckdir[PATH_MAX_];
   snprintf(ckdir, sizeof ckdir, "%s/checkpoints", j->out);
   o->checkpoint_dir = ckdir;
-  o->resume_from = *j->resume ? j->resume : NULL;
   o->stop_after = j->a.stop_after;
   o->interrupt = &interrupted;
   o->log = j->a.json ? stderr : stdout;
@@ -269,7 +280,8 @@ const cx_command cx_cmd_train = {
         "    tensorboard/    the same scalars for 'tensorboard --logdir'\n"
         "    checkpoints/    step-<N>.h5 every checkpoint_every steps and at the end\n"
         "    config.toml     a copy of the config\n"
-        "The config, the data files and the model are checked before training starts.\n"
+        "The config, the data files, the model and the checkpoint to resume from are\n"
+        "checked before the output folder is made or any file in it is written.\n"
         "Ctrl-C writes a checkpoint after the current step and stops.\n\n"
         "    --out DIR    the output folder (instead of [run] out_dir)\n"
         "    --device DEV cpu, cuda or auto (instead of [run] device; this build: cpu)\n"

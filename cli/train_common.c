@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../core/file_replace.h"
 #include "../data/data.h"
 #include "../export/onnx_export.h"
 #include "../import/onnx.h"
@@ -61,6 +62,13 @@ cx_status cx_cli_make_dirs(const char *path) {
     if (end) return CX_OK;
     *p = '/';
   }
+}
+
+void cx_cli_remove_stale_tmp(const char *out, const char *sub) {
+  char path[CX_CLI_PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", out, sub);
+  cx_file_remove_stale_tmp(out);
+  cx_file_remove_stale_tmp(path);
 }
 
 /* ---- metrics ---- */
@@ -124,6 +132,42 @@ cx_status cx_cli_sinks_open(const char *out, bool append, cx_cli_sinks *k) {
   CX_TRY(cx_metrics_open(path, append, &k->metrics));
   snprintf(path, sizeof path, "%s/tensorboard", out);
   return cx_tb_open(path, &k->tb);
+}
+
+/* Whether a line (as cx_metrics writes them: {"step":N,"epoch":E,...}) goes on after a rewind. */
+static bool line_kept(const char *line, const char *stage, int64_t step, int64_t epoch) {
+  long long s, e;
+  if (sscanf(line, "{\"step\":%lld,\"epoch\":%lld,", &s, &e) != 2) return true;
+  char tag[300];
+  snprintf(tag, sizeof tag, "\"stage\":\"%s\"", stage ? stage : "");
+  bool tagged = strstr(line, "\"stage\":\"") != NULL;
+  if (stage ? !strstr(line, tag) : tagged) return true; /* another stage's */
+  if (strstr(line, "\"val_top1\":")) return e < epoch;
+  return s <= step;
+}
+
+cx_status cx_cli_metrics_rewind(const char *out, const char *stage, int64_t step, int64_t epoch) {
+  char path[CX_CLI_PATH_MAX];
+  snprintf(path, sizeof path, "%s/metrics.jsonl", out);
+  FILE *in = fopen(path, "rb");
+  if (!in && errno == ENOENT) return CX_OK;
+  if (!in) return cx_fail(CX_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+  cx_file_out o;
+  cx_status s = cx_file_out_open(path, &o);
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t n;
+  while (s == CX_OK && (n = getline(&line, &cap, in)) > 0)
+    if (line[n - 1] == '\n' && line_kept(line, stage, step, epoch)) fputs(line, o.f);
+  bool failed = ferror(in) != 0;
+  free(line);
+  fclose(in);
+  if (s != CX_OK) return s;
+  if (failed) {
+    cx_file_out_abort(&o);
+    return cx_fail(CX_ERR_IO, "%s: cannot read", path);
+  }
+  return cx_file_out_commit(&o);
 }
 
 cx_status cx_cli_sinks_close(cx_cli_sinks *k) {

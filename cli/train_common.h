@@ -24,6 +24,8 @@ void cx_cli_train_restore_input(cx_graph *g, char *old);
 
 /* mkdir -p. */
 cx_status cx_cli_make_dirs(const char *path);
+/* What killed runs left in out and out/sub (cx_file_remove_stale_tmp): their temporary files. */
+void cx_cli_remove_stale_tmp(const char *out, const char *sub);
 
 /* Metrics writers, a trainer extension (cx_cli_sinks_extension: its on_step and on_epoch); the
  * first write error is kept and training goes on. With a stage, each metrics line has "stage": "<stage>"
@@ -39,6 +41,14 @@ typedef struct cx_cli_sinks {
 
 /* metrics.jsonl and tensorboard/ in out (append: keep the lines already there). */
 cx_status cx_cli_sinks_open(const char *out, bool append, cx_cli_sinks *k);
+/* Before a run continues from a checkpoint at (step, epoch): drops from out/metrics.jsonl what
+ * the interrupted run logged after that checkpoint, so that the steps it trains again are logged
+ * once, as by a run that never stopped: the lines of stage (NULL: lines without a "stage") of a
+ * later step, their validation lines of epoch `epoch` on (not evaluated at the checkpoint), and a
+ * last line cut short. The file is replaced whole (temporary
+ * name, renamed); no file: nothing to do. TensorBoard files are left (a reader takes the newest
+ * value of a step). */
+cx_status cx_cli_metrics_rewind(const char *out, const char *stage, int64_t step, int64_t epoch);
 /* Closes both; the first error seen while writing, if any. k is cleared. */
 cx_status cx_cli_sinks_close(cx_cli_sinks *k);
 cx_train_ext cx_cli_sinks_extension(cx_cli_sinks *k);

@@ -1,8 +1,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include "file_replace.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,8 +33,22 @@ static void sync_parent(const char *path) {
   free(dir);
 }
 
+/* Test only (docs/training.md, "What a kill leaves"): with CX_TEST_KILL_AT=SUFFIX in the
+ * environment, writing a file whose path ends with SUFFIX kills the process with SIGKILL, its
+ * temporary file written (cx_file_replace: half written) and not yet renamed, so that a test can
+ * crash a run at that exact moment and check what a rerun makes of it. f: flushed first. */
+static void test_kill_point(const char *path, FILE *f) {
+  const char *want = getenv("CX_TEST_KILL_AT");
+  if (!want || !*want) return;
+  size_t n = strlen(path), k = strlen(want);
+  if (n < k || strcmp(path + n - k, want)) return;
+  if (f) fflush(f);
+  raise(SIGKILL);
+}
+
 /* The last step of every form: the complete, synced temporary file becomes path. */
 static cx_status rename_into(const char *tmp, const char *path) {
+  test_kill_point(path, NULL);
   if (rename(tmp, path) != 0) {
     cx_status s = cx_fail(CX_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp,
                           strerror(errno));
@@ -109,11 +125,42 @@ void cx_file_out_abort(cx_file_out *o) {
 cx_status cx_file_replace(const char *path, const void *bytes, size_t size) {
   cx_file_out o;
   CX_TRY(cx_file_out_open(path, &o));
-  if (fwrite(bytes, 1, size, o.f) != size) {
+  size_t half = size / 2; /* in two halves, for test_kill_point's half-written file */
+  bool ok = fwrite(bytes, 1, half, o.f) == half;
+  if (ok) test_kill_point(path, o.f);
+  if (!ok || fwrite((const char *)bytes + half, 1, size - half, o.f) != size - half) {
     cx_status s = cx_fail(CX_ERR_IO, "%s: cannot write the temporary file %s: %s", path, o.tmp,
                           strerror(errno));
     cx_file_out_abort(&o);
     return s;
   }
   return cx_file_out_commit(&o);
+}
+
+/* The pid of a name "<name>.tmp.<pid>", or 0. */
+static long tmp_pid(const char *name) {
+  const char *t = strstr(name, ".tmp.");
+  for (const char *next; t && (next = strstr(t + 1, ".tmp.")); t = next) {}
+  if (!t || t == name || !t[5]) return 0;
+  char *end;
+  long pid = strtol(t + 5, &end, 10);
+  return *end || pid <= 0 ? 0 : pid;
+}
+
+void cx_file_remove_stale_tmp(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  size_t len = strlen(dir);
+  for (struct dirent *e; (e = readdir(d));) {
+    long pid = tmp_pid(e->d_name);
+    /* kill(pid, 0) fails with ESRCH only when no process has that pid */
+    if (!pid || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    size_t n = len + strlen(e->d_name) + 2;
+    char *path = malloc(n);
+    if (!path) break;
+    snprintf(path, n, "%s/%s", dir, e->d_name);
+    unlink(path);
+    free(path);
+  }
+  closedir(d);
 }

@@ -34,4 +34,9 @@ void cx_file_out_abort(cx_file_out *o);
 char *cx_file_tmp_name(const char *path);
 cx_status cx_file_put_in_place(const char *tmp, const char *path);
 
+/* Removes the temporary files ("<name>.tmp.<pid>") in dir that no running process writes: what
+ * a writer killed before its rename left (they are never read). Best effort, and quiet: a
+ * folder that is not there, or a file that will not go, is left as it is. */
+void cx_file_remove_stale_tmp(const char *dir);
+
 #endif

@@ -50,3 +50,20 @@ void cx_error_prefix(const char *fmt, ...) {
 const char *cx_last_error(void) { return message; }
 
 void cx_error_clear(void) { message[0] = '\0'; }
+
+const char *cx_printable(const char *name) {
+  static _Thread_local char buf[8][256];
+  static _Thread_local unsigned next;
+  char *out = buf[next++ % 8];
+  size_t at = 0;
+  for (const unsigned char *p = (const unsigned char *)(name ? name : ""); *p; p++) {
+    if (at > 200) {
+      memcpy(out + at, "...", 4);
+      return out;
+    }
+    if (*p < 0x20 || *p == 0x7f) at += (size_t)snprintf(out + at, 5, "\\x%02x", *p);
+    else out[at++] = (char)*p;
+  }
+  out[at] = '\0';
+  return out;
+}

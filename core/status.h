@@ -25,6 +25,11 @@ cx_status cx_fail(cx_status s, const char *fmt, ...) __attribute__((format(print
 void cx_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 const char *cx_last_error(void);
+
+/* A name read from a file, fit to print in a message: control characters (and DEL) become \xNN
+ * and a name longer than 200 bytes is cut with "...". The result lives in one of 8 per-thread
+ * buffers used in turn, so up to 8 calls may appear in one cx_fail. */
+const char *cx_printable(const char *name);
 void cx_error_clear(void);
 
 #define CX_TRY(expr)                                                                               \

@@ -4,7 +4,13 @@
 #include "../core/rng.h"
 #include "internal.h"
 
-void cx_h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+void cx_h5_quiet(void) {
+  /* No HDF5 clean-up at exit: every file is closed by its owner, and a file whose close failed
+   * (a full disk: HDF5 1.10 keeps it, half flushed) makes that clean-up crash (SIGSEGV in
+   * H5F__close_cb) after the error was reported. Refused, and harmless, once HDF5 is running. */
+  H5dont_atexit();
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
 
 typedef struct reason {
   char text[400];
@@ -17,6 +23,8 @@ static herr_t first_reason(unsigned n, const H5E_error2_t *e, void *arg) {
   reason *r = arg;
   if (r->found || !e->desc || !*e->desc) return 0;
   snprintf(r->text, sizeof r->text, "%s", e->desc);
+  for (char *c = r->text; *c; c++) /* one line: some descriptions hold line breaks */
+    if (*c == '\n' || *c == '\r') *c = ' ';
   r->found = true;
   return 0;
 }

@@ -18,6 +18,11 @@ typedef struct cx_onnx_info {
   char metadata[32][2][256]; /* metadata_props key/value pairs, first 32 */
 } cx_onnx_info;
 
+/* Every part of the file is checked before any of it is used (docs/onnx.md says what). */
 cx_status cx_onnx_import(const char *path, cx_graph **out, cx_onnx_info *info);
+/* The same from len bytes in memory; `name` stands for the model in messages. External data is
+ * refused: there is no folder to look for it in. */
+cx_status cx_onnx_import_bytes(const void *data, size_t len, const char *name, cx_graph **out,
+                               cx_onnx_info *info);
 
 #endif

@@ -157,7 +157,7 @@ static void copy_attrs(cx_onnx_importer *im, const Onnx__NodeProto *n, int node,
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING: {
       char s[256];
       size_t len = a->s.len < sizeof s - 1 ? a->s.len : sizeof s - 1;
-      memcpy(s, a->s.data, len);
+      if (len) memcpy(s, a->s.data, len); /* an empty string may have no data at all */
       s[len] = '\0';
       cx_node_set_string(im->g, node, a->name, s);
       break;
@@ -221,15 +221,17 @@ static int reshape_target(cx_onnx_importer *im, const char *node, const cx_shape
 static int node_axes(cx_onnx_importer *im, const Onnx__NodeProto *n, int64_t *axes) {
   const Onnx__AttributeProto *a = attr(n, "axes");
   if (a) {
-    for (size_t k = 0; k < a->n_ints && k < CX_MAX_DIMS; k++) axes[k] = a->ints[k];
+    if (a->n_ints > CX_MAX_DIMS) return -1;
+    for (size_t k = 0; k < a->n_ints; k++) axes[k] = a->ints[k];
     return (int)a->n_ints;
   }
   cx_onnx_const c;
   if (n->n_input < 2 || !*n->input[1] || !cx_onnx_input_const(im, n->input[1], 0, &c)) return 0;
-  int count = (int)cx_shape_numel(&c.shape);
-  for (int k = 0; k < count && k < CX_MAX_DIMS; k++) axes[k] = c.i ? c.i[k] : (int64_t)c.f[k];
+  int64_t count = cx_shape_numel(&c.shape);
+  if (count > CX_MAX_DIMS || !c.i) count = -1; /* axes are integers */
+  for (int k = 0; k < count; k++) axes[k] = c.i[k];
   cx_onnx_const_free(&c);
-  return count;
+  return (int)count;
 }
 
 /* The output shape of Squeeze / Unsqueeze / Reshape in one variant. */
@@ -238,34 +240,43 @@ static cx_status reshaped(cx_onnx_importer *im, const Onnx__NodeProto *n, const 
   const cx_shape *x = &in[variant];
   int64_t axes[CX_MAX_DIMS];
   int na = node_axes(im, n, axes);
+  if (na < 0) return cx_fail(CX_ERR_FORMAT, "axes: more than %d, or not integers", CX_MAX_DIMS);
   *out = (cx_shape){0};
-  if (!strcmp(n->op_type, "Unsqueeze")) {
-    int rank = x->ndim + na, src = 0;
+  bool unsqueeze = !strcmp(n->op_type, "Unsqueeze");
+  if (unsqueeze || !strcmp(n->op_type, "Squeeze")) {
+    int rank = unsqueeze ? x->ndim + na : x->ndim;
     if (rank > CX_MAX_DIMS) return cx_fail(CX_ERR_UNSUPPORTED, "too many dimensions");
-    for (int d = 0; d < rank; d++) {
-      bool put = false;
-      for (int k = 0; k < na; k++) put |= (axes[k] < 0 ? axes[k] + rank : axes[k]) == d;
-      out->d[out->ndim++] = put ? 1 : x->d[src++];
+    bool listed[CX_MAX_DIMS] = {false};
+    for (int k = 0; k < na; k++) {
+      int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+      if (a < 0 || a >= rank || listed[a])
+        return cx_fail(CX_ERR_FORMAT, "axis %lld is out of range or repeated", (long long)axes[k]);
+      if (!unsqueeze && (in[0].d[a] != 1 || in[1].d[a] != 1))
+        return cx_fail(CX_ERR_SHAPE, "axis %lld: dimension is not 1", (long long)axes[k]);
+      listed[a] = true;
     }
-  } else if (!strcmp(n->op_type, "Squeeze")) {
-    for (int d = 0; d < x->ndim; d++) {
-      bool drop = na == 0 && in[0].d[d] == 1 && in[1].d[d] == 1;
-      for (int k = 0; k < na; k++) drop |= (axes[k] < 0 ? axes[k] + x->ndim : axes[k]) == d;
-      if (!drop) out->d[out->ndim++] = x->d[d];
+    for (int d = 0, src = 0; d < rank; d++) {
+      if (unsqueeze) out->d[out->ndim++] = listed[d] ? 1 : x->d[src++];
+      else if (!(listed[d] || (na == 0 && in[0].d[d] == 1 && in[1].d[d] == 1)))
+        out->d[out->ndim++] = x->d[d];
     }
   } else { /* Reshape with a target that follows the batch */
     cx_onnx_const t;
     if (!cx_onnx_input_const(im, n->input[1], variant, &t))
       return cx_fail(CX_ERR_UNSUPPORTED, "the shape input is not known at import");
-    out->ndim = (int)cx_shape_numel(&t.shape);
-    int64_t known = 1, at = -1;
-    for (int d = 0; d < out->ndim && d < CX_MAX_DIMS; d++) {
-      out->d[d] = t.i ? t.i[d] : (int64_t)t.f[d];
-      if (out->d[d] == 0) out->d[d] = x->d[d];
-      if (out->d[d] == -1) at = d;
+    int64_t rank = cx_shape_numel(&t.shape), known = 1, at = -1;
+    bool ok = rank <= CX_MAX_DIMS && t.i;
+    out->ndim = ok ? (int)rank : 0;
+    for (int d = 0; ok && d < out->ndim; d++) {
+      out->d[d] = t.i[d];
+      if (out->d[d] == 0 && d < x->ndim) out->d[d] = x->d[d];
+      if (out->d[d] == -1 && at < 0) at = d;
+      else if (out->d[d] < 0 || (out->d[d] > 0 && known > CX_ONNX_MAX_ELEMENTS / out->d[d])) ok = false;
       else known *= out->d[d];
     }
     cx_onnx_const_free(&t);
+    if (!ok) return cx_fail(CX_ERR_FORMAT, "the target shape is not a list of at most %d sizes "
+                            "(one -1, none negative, at most 2^30 elements)", CX_MAX_DIMS);
     if (at >= 0 && known > 0) out->d[at] = cx_shape_numel(x) / known;
   }
   return CX_OK;
@@ -356,8 +367,8 @@ static cx_status add_plain(cx_onnx_importer *im, const Onnx__NodeProto *n, const
     in[k] = -1;
     if (!*n->input[k]) continue;
     const Onnx__TensorProto *t = cx_onnx_find_initializer(im, n->input[k]);
-    int64_t numel = 1;
-    for (size_t d = 0; t && d < t->n_dims; d++) numel *= t->dims[d];
+    int64_t numel = 1; /* cx_onnx_validate has bounded it */
+    if (t) cx_onnx_numel(t->dims, t->n_dims, CX_ONNX_MAX_ELEMENTS, &numel);
     char where[600];
     snprintf(where, sizeof where, "node '%s' (%s)", name, op);
     in[k] = cx_onnx_value(im, n->input[k], slot_kind(op, k, numel), where);

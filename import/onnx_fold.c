@@ -52,8 +52,21 @@ static cx_onnx_const copy_const(const cx_onnx_const *src) {
   return c;
 }
 
+/* A double as int64, saturating (and NaN as 0): a malformed model's value must not be undefined
+ * behaviour. */
+static int64_t to_i64(double x) {
+  if (!(x == x)) return 0;
+  if (x >= 9.2e18) return INT64_MAX;
+  if (x <= -9.2e18) return INT64_MIN;
+  return (int64_t)x;
+}
+/* Integer arithmetic as ONNX Runtime's int64 does it: wrapping, never undefined. */
+static int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static int64_t wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static int64_t wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+
 static double get_f(const cx_onnx_const *c, int64_t k) { return c->f ? c->f[k] : (double)c->i[k]; }
-static int64_t get_i(const cx_onnx_const *c, int64_t k) { return c->i ? c->i[k] : (int64_t)c->f[k]; }
+static int64_t get_i(const cx_onnx_const *c, int64_t k) { return c->i ? c->i[k] : to_i64(c->f[k]); }
 static void set(cx_onnx_const *c, int64_t k, double f, int64_t i) {
   if (c->f) c->f[k] = f;
   else c->i[k] = i;
@@ -136,17 +149,27 @@ static int64_t attr_int(const Onnx__NodeProto *n, const char *name, int64_t fall
 static int get_axes(const Onnx__NodeProto *n, const cx_onnx_const *in, int n_in, int64_t *axes) {
   const Onnx__AttributeProto *a = attr(n, "axes");
   if (a) {
-    for (size_t k = 0; k < a->n_ints && k < CX_MAX_DIMS; k++) axes[k] = a->ints[k];
+    if (a->n_ints > CX_MAX_DIMS) return -1;
+    for (size_t k = 0; k < a->n_ints; k++) axes[k] = a->ints[k];
     return (int)a->n_ints;
   }
   if (n_in < 2 || (!in[1].i && !in[1].f)) return 0;
-  int count = (int)cx_shape_numel(&in[1].shape);
-  for (int k = 0; k < count && k < CX_MAX_DIMS; k++) axes[k] = get_i(&in[1], k);
-  return count;
+  int64_t count = cx_shape_numel(&in[1].shape);
+  if (count > CX_MAX_DIMS) return -1;
+  for (int k = 0; k < count; k++) axes[k] = get_i(&in[1], k);
+  return (int)count;
 }
 
 static cx_status bad(const Onnx__NodeProto *n, const char *why) {
   return cx_fail(CX_ERR_FORMAT, "node '%s' (%s): %s", n->name ? n->name : "", n->op_type, why);
+}
+
+/* Whether a folded result of shape s stays small (counted without overflow). */
+static cx_status fits(const Onnx__NodeProto *n, const cx_shape *s) {
+  int64_t count;
+  if (!cx_onnx_numel(s->d, (size_t)s->ndim, MAX_FOLD_ELEMENTS, &count))
+    return bad(n, "the folded value would be too large (or has a negative dimension)");
+  return CX_OK;
 }
 
 static cx_status fold_broadcast(const Onnx__NodeProto *n, const cx_onnx_const *a,
@@ -154,6 +177,7 @@ static cx_status fold_broadcast(const Onnx__NodeProto *n, const cx_onnx_const *a
   cx_shape s;
   CX_TRY(cx_shape_broadcast(&a->shape, &b->shape, &s));
   if (c3) CX_TRY(cx_shape_broadcast(&s, &c3->shape, &s));
+  CX_TRY(fits(n, &s));
   const char *op = n->op_type;
   cx_dtype dt = !strcmp(op, "Equal") ? CX_BOOL : !strcmp(op, "Where") ? b->dtype : a->dtype;
   *out = make(dt, &s);
@@ -173,14 +197,15 @@ static cx_status fold_broadcast(const Onnx__NodeProto *n, const cx_onnx_const *a
     }
     double x = get_f(a, ia), y = get_f(b, ib);
     int64_t xi = get_i(a, ia), yi = get_i(b, ib);
-    if (!strcmp(op, "Add")) set(out, k, x + y, xi + yi);
-    else if (!strcmp(op, "Sub")) set(out, k, x - y, xi - yi);
-    else if (!strcmp(op, "Mul")) set(out, k, x * y, xi * yi);
+    if (!strcmp(op, "Add")) set(out, k, x + y, wrap_add(xi, yi));
+    else if (!strcmp(op, "Sub")) set(out, k, x - y, wrap_sub(xi, yi));
+    else if (!strcmp(op, "Mul")) set(out, k, x * y, wrap_mul(xi, yi));
     else if (!strcmp(op, "Equal")) set(out, k, 0, out->f ? 0 : (a->f ? x == y : xi == yi));
     else if (!strcmp(op, "Where")) set(out, k, get_i(a, ia) ? y : get_f(c3, ic), xi ? yi : get_i(c3, ic));
     else { /* Div: integer division truncates, as ONNX Runtime's does */
       if (!out->f && yi == 0) return bad(n, "integer division by zero in constant folding");
-      set(out, k, x / y, out->f ? 0 : xi / yi);
+      bool overflows = !out->f && xi == INT64_MIN && yi == -1;
+      set(out, k, x / y, out->f ? 0 : overflows ? INT64_MIN : xi / yi);
     }
   }
   return CX_OK;
@@ -192,11 +217,12 @@ static cx_status fold_gather(const Onnx__NodeProto *n, const cx_onnx_const *data
   int64_t axis = attr_int(n, "axis", 0);
   if (axis < 0) axis += rank;
   if (axis < 0 || axis >= rank) return bad(n, "axis out of range");
+  if (rank - 1 + ind->shape.ndim > CX_MAX_DIMS) return bad(n, "too many dimensions");
   cx_shape s = {0};
   for (int d = 0; d < axis; d++) s.d[s.ndim++] = data->shape.d[d];
   for (int d = 0; d < ind->shape.ndim; d++) s.d[s.ndim++] = ind->shape.d[d];
   for (int d = (int)axis + 1; d < rank; d++) s.d[s.ndim++] = data->shape.d[d];
-  if (s.ndim > CX_MAX_DIMS) return bad(n, "too many dimensions");
+  CX_TRY(fits(n, &s));
   *out = make(data->dtype, &s);
   int64_t outer = 1, inner = 1, dim = data->shape.d[axis], ni = cx_shape_numel(&ind->shape);
   for (int d = 0; d < axis; d++) outer *= data->shape.d[d];
@@ -218,22 +244,21 @@ static cx_status fold_squeeze(const Onnx__NodeProto *n, const cx_onnx_const *in,
                               bool unsqueeze, cx_onnx_const *out) {
   int64_t axes[CX_MAX_DIMS];
   int na = get_axes(n, in, n_in, axes);
+  if (na < 0) return bad(n, "more axes than dimensions");
   const cx_shape *x = &in[0].shape;
+  int rank = unsqueeze ? x->ndim + na : x->ndim;
+  if (rank > CX_MAX_DIMS) return bad(n, "too many dimensions");
+  bool listed[CX_MAX_DIMS] = {false};
+  for (int k = 0; k < na; k++) {
+    int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+    if (a < 0 || a >= rank || listed[a]) return bad(n, "an axis is out of range or repeated");
+    if (!unsqueeze && x->d[a] != 1) return bad(n, "squeezes a dimension that is not 1");
+    listed[a] = true;
+  }
   cx_shape s = {0};
-  if (unsqueeze) {
-    int rank = x->ndim + na, src = 0;
-    if (rank > CX_MAX_DIMS) return bad(n, "too many dimensions");
-    for (int d = 0; d < rank; d++) {
-      bool inserted = false;
-      for (int k = 0; k < na; k++) inserted |= (axes[k] < 0 ? axes[k] + rank : axes[k]) == d;
-      s.d[s.ndim++] = inserted ? 1 : x->d[src++];
-    }
-  } else {
-    for (int d = 0; d < x->ndim; d++) {
-      bool drop = na == 0 && x->d[d] == 1;
-      for (int k = 0; k < na; k++) drop |= (axes[k] < 0 ? axes[k] + x->ndim : axes[k]) == d;
-      if (!drop) s.d[s.ndim++] = x->d[d];
-    }
+  for (int d = 0, src = 0; d < rank; d++) {
+    if (unsqueeze) s.d[s.ndim++] = listed[d] ? 1 : x->d[src++];
+    else if (!(listed[d] || (na == 0 && x->d[d] == 1))) s.d[s.ndim++] = x->d[d];
   }
   *out = copy_const(&in[0]);
   out->shape = s;
@@ -248,7 +273,13 @@ static cx_status fold_concat(const Onnx__NodeProto *n, const cx_onnx_const *in, 
   if (axis < 0 || axis >= rank) return bad(n, "axis out of range");
   cx_shape s = in[0].shape;
   s.d[axis] = 0;
-  for (int k = 0; k < n_in; k++) s.d[axis] += in[k].shape.d[axis];
+  for (int k = 0; k < n_in; k++) {
+    bool same = in[k].shape.ndim == rank && (in[k].i || in[k].f);
+    for (int d = 0; same && d < rank; d++) same = d == axis || in[k].shape.d[d] == s.d[d];
+    if (!same) return bad(n, "inputs differ in rank or in a dimension other than the axis");
+    s.d[axis] += in[k].shape.d[axis];
+  }
+  CX_TRY(fits(n, &s));
   *out = make(in[0].dtype, &s);
   int64_t outer = 1, inner = 1, at = 0;
   for (int d = 0; d < axis; d++) outer *= s.d[d];
@@ -267,15 +298,19 @@ static cx_status fold_slice(const Onnx__NodeProto *n, const cx_onnx_const *in, i
                             cx_onnx_const *out) {
   const cx_shape *x = &in[0].shape;
   if (x->ndim != 1 || n_in < 3) return bad(n, "only 1-D slices with input starts/ends fold");
+  for (int k = 1; k < n_in && k < 5; k++)
+    if ((in[k].i || in[k].f) && cx_shape_numel(&in[k].shape) < 1)
+      return bad(n, "starts, ends, axes and steps need a value each");
   int64_t dim = x->d[0], start = get_i(&in[1], 0), end = get_i(&in[2], 0);
   int64_t step = n_in > 4 && (in[4].i || in[4].f) ? get_i(&in[4], 0) : 1;
-  if (step == 0) return bad(n, "step 0");
-  if (start < 0) start += dim;
-  if (end < 0) end += dim;
+  if (step == 0 || step == INT64_MIN) return bad(n, "step 0 (or out of range)");
+  if (start < 0) start = start < -dim ? -1 : start + dim;
+  if (end < 0) end = end < -dim ? -1 : end + dim;
   int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? dim : dim - 1;
   start = start < lo ? lo : start > hi ? hi : start;
   end = end < lo ? lo : end > hi ? hi : end;
-  int64_t count = step > 0 ? (end - start + step - 1) / step : (start - end - step - 1) / -step;
+  int64_t count = step > 0 ? (end - start) / step + ((end - start) % step != 0)
+                           : (start - end) / -step + ((start - end) % -step != 0);
   if (count < 0) count = 0;
   cx_shape s = {1, {count}};
   *out = make(in[0].dtype, &s);
@@ -335,7 +370,7 @@ static cx_status fold_one(cx_onnx_importer *im, const Onnx__NodeProto *n, int va
     if (!cx_onnx_dtype((int32_t)attr_int(n, "to", 1), &to)) return bad(n, "unsupported 'to' type");
     *out = make(to, &in[0].shape);
     for (int64_t k = 0; k < cx_shape_numel(&in[0].shape); k++)
-      set(out, k, get_f(&in[0], k), in[0].f ? (int64_t)in[0].f[k] : in[0].i[k]);
+      set(out, k, get_f(&in[0], k), get_i(&in[0], k));
     return CX_OK;
   }
   if (!strcmp(op, "Neg") || !strcmp(op, "Floor") || !strcmp(op, "Ceil") || !strcmp(op, "Sqrt")) {
@@ -343,7 +378,7 @@ static cx_status fold_one(cx_onnx_importer *im, const Onnx__NodeProto *n, int va
     for (int64_t k = 0; k < cx_shape_numel(&in[0].shape); k++) {
       double x = get_f(&in[0], k);
       double y = op[0] == 'N' ? -x : op[0] == 'F' ? floor(x) : op[0] == 'C' ? ceil(x) : sqrt(x);
-      set(out, k, y, op[0] == 'N' ? -get_i(&in[0], k) : (int64_t)y);
+      set(out, k, y, op[0] == 'N' ? wrap_sub(0, get_i(&in[0], k)) : to_i64(y));
     }
     return CX_OK;
   }
@@ -351,10 +386,14 @@ static cx_status fold_one(cx_onnx_importer *im, const Onnx__NodeProto *n, int va
     cx_shape s = {.ndim = (int)cx_shape_numel(&in[0].shape)};
     if (s.ndim > CX_MAX_DIMS) return bad(n, "too many dimensions");
     for (int d = 0; d < s.ndim; d++) s.d[d] = get_i(&in[0], d);
-    if (cx_shape_numel(&s) > MAX_FOLD_ELEMENTS) return bad(n, "the constant is too large to fold");
+    CX_TRY(fits(n, &s));
     cx_onnx_const v = {0};
     const Onnx__AttributeProto *a = attr(n, "value");
     if (a && a->t) CX_TRY(cx_onnx_tensor_const(a->t, im->base_dir, "ConstantOfShape value", &v));
+    if (a && a->t && cx_shape_numel(&v.shape) != 1) {
+      cx_onnx_const_free(&v);
+      return bad(n, "the value attribute must hold one element");
+    }
     *out = make(a && a->t ? v.dtype : CX_F32, &s);
     for (int64_t k = 0; k < cx_shape_numel(&s); k++)
       set(out, k, v.f ? v.f[0] : 0, v.i ? v.i[0] : 0);
@@ -362,26 +401,35 @@ static cx_status fold_one(cx_onnx_importer *im, const Onnx__NodeProto *n, int va
     return CX_OK;
   }
   if (!strcmp(op, "Range")) {
+    for (int k = 0; k < 3; k++)
+      if (cx_shape_numel(&in[k].shape) != 1) return bad(n, "start, limit and delta must be scalars");
     double s0 = get_f(&in[0], 0), lim = get_f(&in[1], 0), d = get_f(&in[2], 0);
     if (d == 0) return bad(n, "delta 0");
-    int64_t count = (int64_t)fmax(ceil((lim - s0) / d), 0);
-    if (count > MAX_FOLD_ELEMENTS) return bad(n, "the range is too large to fold");
+    double span = fmax(ceil((lim - s0) / d), 0);
+    if (!(span <= MAX_FOLD_ELEMENTS)) return bad(n, "the range is too large to fold");
+    int64_t count = (int64_t)span;
     cx_shape s = {1, {count}};
     *out = make(in[0].dtype, &s);
     for (int64_t k = 0; k < count; k++)
-      set(out, k, s0 + (double)k * d, get_i(&in[0], 0) + k * get_i(&in[2], 0));
+      set(out, k, s0 + (double)k * d, wrap_add(get_i(&in[0], 0), wrap_mul(k, get_i(&in[2], 0))));
     return CX_OK;
   }
   if (!strcmp(op, "Reshape")) {
+    if (cx_shape_numel(&in[1].shape) > CX_MAX_DIMS) return bad(n, "too many dimensions");
     cx_shape s = {.ndim = (int)cx_shape_numel(&in[1].shape)};
     int64_t known = 1, infer_at = -1;
-    for (int d = 0; d < s.ndim && d < CX_MAX_DIMS; d++) {
+    for (int d = 0; d < s.ndim; d++) {
       s.d[d] = get_i(&in[1], d);
-      if (s.d[d] == 0 && !attr_int(n, "allowzero", 0)) s.d[d] = in[0].shape.d[d];
-      if (s.d[d] == -1) infer_at = d;
+      if (s.d[d] == 0 && !attr_int(n, "allowzero", 0)) {
+        if (d >= in[0].shape.ndim) return bad(n, "a 0 in the shape has no input dimension to copy");
+        s.d[d] = in[0].shape.d[d];
+      }
+      if (s.d[d] == -1 && infer_at < 0) infer_at = d;
+      else if (s.d[d] < 0) return bad(n, "the shape has a negative dimension or more than one -1");
+      else if (s.d[d] > 0 && known > MAX_FOLD_ELEMENTS / s.d[d]) return bad(n, "element count changes");
       else known *= s.d[d];
     }
-    if (infer_at >= 0 && known) s.d[infer_at] = cx_shape_numel(&in[0].shape) / known;
+    if (infer_at >= 0) s.d[infer_at] = known ? cx_shape_numel(&in[0].shape) / known : 0;
     if (cx_shape_numel(&s) != cx_shape_numel(&in[0].shape)) return bad(n, "element count changes");
     *out = copy_const(&in[0]);
     out->shape = s;
@@ -396,11 +444,17 @@ cx_status cx_onnx_fold(cx_onnx_importer *im, const Onnx__NodeProto *n) {
   if (n_in > 32) return bad(n, "too many inputs to fold");
   cx_onnx_const res[CX_ONNX_VARIANTS] = {{0}};
   cx_status s = CX_OK;
+  bool shape = !strcmp(n->op_type, "Shape");
+  int need = shape ? 0 : cx_onnx_required_inputs(n->op_type, im->opset);
+  if (n_in < need) return bad(n, "an input it requires is missing");
   for (int v = 0; v < CX_ONNX_VARIANTS && s == CX_OK; v++) {
     cx_onnx_const in[32] = {{0}};
-    for (int k = 0; k < n_in; k++)
-      if (*n->input[k] && strcmp(n->op_type, "Shape")) cx_onnx_input_const(im, n->input[k], v, &in[k]);
-    s = fold_one(im, n, v, in, n_in, &res[v]);
+    for (int k = 0; k < n_in && s == CX_OK; k++) {
+      bool loaded = *n->input[k] && !shape && cx_onnx_input_const(im, n->input[k], v, &in[k]);
+      if (*n->input[k] && !shape && !loaded) s = bad(n, "an input is not known at import");
+      if (!*n->input[k] && k < need) s = bad(n, "an input it requires is empty");
+    }
+    if (s == CX_OK) s = fold_one(im, n, v, in, n_in, &res[v]);
     for (int k = 0; k < n_in; k++) cx_onnx_const_free(&in[k]);
   }
   if (s != CX_OK) {

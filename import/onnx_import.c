@@ -42,33 +42,23 @@ const Onnx__TensorProto *cx_onnx_find_initializer(const cx_onnx_importer *im, co
   return NULL;
 }
 
+/* Graph inputs: cx_onnx_validate has checked their types and dimensions. */
 static cx_status add_inputs(cx_onnx_importer *im) {
   const Onnx__GraphProto *gp = im->model->graph;
   for (size_t k = 0; k < gp->n_input; k++) {
     const Onnx__ValueInfoProto *vi = gp->input[k];
-    if (!vi->name || cx_onnx_find_initializer(im, vi->name)) continue; /* old IR lists weights */
-    const Onnx__TypeProto *tp = vi->type;
-    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
-      return cx_fail(CX_ERR_UNSUPPORTED, "%s: graph input '%s' is not a tensor", im->path, vi->name);
-    cx_dtype dt;
-    if (!cx_onnx_dtype(tp->tensor_type->elem_type, &dt))
-      return cx_fail(CX_ERR_UNSUPPORTED, "%s: graph input '%s' has element type %s", im->path,
-                     vi->name, cx_onnx_dtype_name(tp->tensor_type->elem_type));
-    cx_shape s = {0};
-    const Onnx__TensorShapeProto *sp = tp->tensor_type->shape;
+    if (cx_onnx_find_initializer(im, vi->name)) continue; /* old IR lists weights */
+    const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+    cx_dtype dt = CX_F32;
+    cx_onnx_dtype(tt->elem_type, &dt);
+    const Onnx__TensorShapeProto *sp = tt->shape;
     if (!sp)
       return cx_fail(CX_ERR_UNSUPPORTED, "%s: graph input '%s' has no shape", im->path, vi->name);
-    if (sp->n_dim > CX_MAX_DIMS)
-      return cx_fail(CX_ERR_FORMAT, "%s: graph input '%s' has %zu dimensions", im->path, vi->name,
-                     sp->n_dim);
-    s.ndim = (int)sp->n_dim;
+    cx_shape s = {.ndim = (int)sp->n_dim};
     for (size_t d = 0; d < sp->n_dim; d++) {
       const Onnx__TensorShapeProto__Dimension *dim = sp->dim[d];
       bool fixed = dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
       s.d[d] = fixed ? dim->dim_value : -1;
-      if (fixed && (dim->dim_value < 0 || dim->dim_value > (1 << 30)))
-        return cx_fail(CX_ERR_FORMAT, "%s: graph input '%s' dimension %zu is %lld", im->path,
-                       vi->name, d, (long long)dim->dim_value);
     }
     cx_graph_input(im->g, vi->name, dt, &s);
     CX_TRY(cx_graph_status(im->g));
@@ -162,7 +152,6 @@ static void read_info(const cx_onnx_importer *im, cx_onnx_info *info) {
 
 static cx_status import_model(cx_onnx_importer *im) {
   const Onnx__ModelProto *m = im->model;
-  if (!m->graph) return cx_fail(CX_ERR_FORMAT, "%s: the model has no graph", im->path);
   im->opset = -1;
   for (size_t k = 0; k < m->n_opset_import; k++) {
     const char *d = m->opset_import[k]->domain;
@@ -172,6 +161,7 @@ static cx_status import_model(cx_onnx_importer *im) {
   if (im->opset < 7 || im->opset > 21)
     return cx_fail(CX_ERR_UNSUPPORTED, "%s: opset %lld is not supported (7 to 21 are)", im->path,
                    (long long)im->opset);
+  CX_TRY(cx_onnx_validate(m, im->path, im->opset));
   CX_TRY(check_supported(im));
   CX_TRY(add_inputs(im));
   CX_TRY(import_nodes(im));
@@ -195,26 +185,40 @@ static void free_importer(cx_onnx_importer *im) {
   if (im->model) onnx__model_proto__free_unpacked(im->model, NULL);
 }
 
-cx_status cx_onnx_import(const char *path, cx_graph **out, cx_onnx_info *info) {
+static cx_status import_bytes(const void *data, size_t len, const char *path,
+                              const char *base_dir, cx_graph **out, cx_onnx_info *info) {
   *out = NULL;
-  uint8_t *bytes = NULL;
-  size_t len = 0;
-  CX_TRY(read_file(path, &bytes, &len));
   cx_onnx_importer im = {.path = path};
-  im.model = onnx__model_proto__unpack(NULL, len, bytes);
-  free(bytes);
+  im.model = onnx__model_proto__unpack(NULL, len, data);
   if (!im.model)
     return cx_fail(CX_ERR_FORMAT, "%s: not an ONNX model (the protobuf does not parse: truncated "
                    "or corrupt)", path);
-  snprintf(im.base_dir, sizeof im.base_dir, "%s", path);
-  char *slash = strrchr(im.base_dir, '/');
-  if (slash) *slash = '\0';
-  else snprintf(im.base_dir, sizeof im.base_dir, ".");
+  snprintf(im.base_dir, sizeof im.base_dir, "%s", base_dir);
   im.g = cx_graph_new();
   cx_status s = import_model(&im);
   if (s == CX_OK && info) read_info(&im, info);
   if (s == CX_OK) *out = im.g;
   else cx_graph_free(im.g);
   free_importer(&im);
+  return s;
+}
+
+cx_status cx_onnx_import_bytes(const void *data, size_t len, const char *name, cx_graph **out,
+                               cx_onnx_info *info) {
+  return import_bytes(data, len, name, "", out, info);
+}
+
+cx_status cx_onnx_import(const char *path, cx_graph **out, cx_onnx_info *info) {
+  *out = NULL;
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  CX_TRY(read_file(path, &bytes, &len));
+  char base_dir[4096];
+  snprintf(base_dir, sizeof base_dir, "%s", path);
+  char *slash = strrchr(base_dir, '/');
+  if (slash) *slash = '\0';
+  else snprintf(base_dir, sizeof base_dir, ".");
+  cx_status s = import_bytes(bytes, len, path, base_dir, out, info);
+  free(bytes);
   return s;
 }

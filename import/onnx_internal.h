@@ -14,6 +14,15 @@ typedef struct cx_onnx_const {
 } cx_onnx_const;
 
 void cx_onnx_const_free(cx_onnx_const *c);
+
+/* Limits on what a model may declare: elements of one tensor, and one fixed dimension. */
+enum { CX_ONNX_MAX_ELEMENTS = 1 << 30, CX_ONNX_MAX_DIM = 1 << 30 };
+/* The element count of dims[0..n) into *out; false when a dimension is negative or the count
+ * exceeds limit (checked before each multiplication, so it never overflows). */
+bool cx_onnx_numel(const int64_t *dims, size_t n, int64_t limit, int64_t *out);
+/* How many leading inputs ONNX requires of op at this opset (they must be present and
+ * non-empty); later ones are optional. */
+int cx_onnx_required_inputs(const char *op, int64_t opset);
 bool cx_onnx_dtype_is_float(cx_dtype t);
 /* ONNX TensorProto.DataType → ours; false for types we do not take (string, complex, ...). */
 bool cx_onnx_dtype(int32_t onnx_type, cx_dtype *out);
@@ -42,7 +51,7 @@ typedef struct cx_onnx_folded {
 
 typedef struct cx_onnx_importer {
   const char *path;
-  char base_dir[4096];
+  char base_dir[4096]; /* "" for a model read from memory: no external data */
   Onnx__ModelProto *model;
   int64_t opset;
   cx_graph *g;
@@ -53,6 +62,9 @@ typedef struct cx_onnx_importer {
   cx_shape *shape[CX_ONNX_VARIANTS]; /* by graph value id */
   int cap_shape;
 } cx_onnx_importer;
+
+/* The check of the whole model before anything of it is used (onnx_validate.c). */
+cx_status cx_onnx_validate(const Onnx__ModelProto *m, const char *path, int64_t opset);
 
 /* Looks a name up among folded constants (NULL when it is not one). */
 const cx_onnx_folded *cx_onnx_find_folded(const cx_onnx_importer *im, const char *name);

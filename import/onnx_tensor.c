@@ -2,10 +2,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "onnx_internal.h"
-
-enum { MAX_ELEMENTS = 1 << 30 };
 
 bool cx_onnx_dtype(int32_t t, cx_dtype *out) {
   switch (t) {
@@ -42,9 +41,10 @@ void cx_onnx_const_free(cx_onnx_const *c) {
 }
 
 /* External data: a path relative to the model's folder that must stay inside it (as ONNX
- * Runtime requires), an offset and a length. */
+ * Runtime requires), an offset and a length; the file must hold them before anything is
+ * allocated. A model read from memory has no folder, so it cannot have external data. */
 static cx_status read_external(const Onnx__TensorProto *t, const char *base_dir, const char *what,
-                               void *dst, size_t bytes) {
+                               size_t bytes, void **dst) {
   const char *loc = NULL;
   long long offset = 0, length = -1;
   for (size_t k = 0; k < t->n_external_data; k++) {
@@ -54,24 +54,35 @@ static cx_status read_external(const Onnx__TensorProto *t, const char *base_dir,
     else if (!strcmp(e->key, "offset")) offset = strtoll(e->value, NULL, 10);
     else if (!strcmp(e->key, "length")) length = strtoll(e->value, NULL, 10);
   }
+  if (!base_dir || !*base_dir)
+    return cx_fail(CX_ERR_FORMAT, "%s: external data, but the model was not read from a file",
+                   what);
   if (!loc || !*loc)
     return cx_fail(CX_ERR_FORMAT, "%s: external data without a location", what);
   if (loc[0] == '/' || strstr(loc, ".."))
     return cx_fail(CX_ERR_FORMAT, "%s: external data location '%s' must be a relative path inside "
-                   "the model's folder", what, loc);
+                   "the model's folder", what, cx_printable(loc));
   if (offset < 0 || (length >= 0 && (size_t)length != bytes))
     return cx_fail(CX_ERR_FORMAT, "%s: external data length %lld does not match the %zu bytes "
                    "its shape needs", what, length, bytes);
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", base_dir, loc);
   FILE *f = fopen(path, "rb");
-  if (!f) return cx_fail(CX_ERR_IO, "%s: cannot open external data file %s: %s", what, path,
-                         strerror(errno));
-  size_t got = fseek(f, offset, SEEK_SET) == 0 ? fread(dst, 1, bytes, f) : 0;
+  if (!f) return cx_fail(CX_ERR_IO, "%s: cannot open external data file %s: %s", what,
+                         cx_printable(path), strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < offset ||
+      (size_t)(st.st_size - offset) < bytes) {
+    fclose(f);
+    return cx_fail(CX_ERR_FORMAT, "%s: external data file %s is not a regular file holding %zu "
+                   "bytes at offset %lld", what, cx_printable(path), bytes, offset);
+  }
+  *dst = malloc(bytes ? bytes : 1);
+  size_t got = !*dst ? 0 : fseek(f, offset, SEEK_SET) == 0 ? fread(*dst, 1, bytes, f) : 0;
   fclose(f);
   if (got != bytes)
-    return cx_fail(CX_ERR_FORMAT, "%s: external data file %s holds %zu bytes at offset %lld, "
-                   "%zu needed", what, path, got, offset, bytes);
+    return cx_fail(CX_ERR_IO, "%s: external data file %s: read %zu of %zu bytes at offset %lld",
+                   what, cx_printable(path), got, bytes, offset);
   return CX_OK;
 }
 
@@ -110,21 +121,23 @@ cx_status cx_onnx_tensor_bytes(const Onnx__TensorProto *t, const char *base_dir,
   if (t->n_dims > CX_MAX_DIMS)
     return cx_fail(CX_ERR_FORMAT, "%s: %zu dimensions (at most %d)", what, t->n_dims, CX_MAX_DIMS);
   shape->ndim = (int)t->n_dims;
-  int64_t n = 1;
-  for (size_t k = 0; k < t->n_dims; k++) {
-    if (t->dims[k] < 0 || (t->dims[k] > 0 && n > MAX_ELEMENTS / t->dims[k]))
-      return cx_fail(CX_ERR_FORMAT, "%s: dimension %zu is %lld; the tensor would exceed %d "
-                     "elements", what, k, (long long)t->dims[k], MAX_ELEMENTS);
-    shape->d[k] = t->dims[k];
-    n *= t->dims[k];
-  }
+  int64_t n;
+  if (!cx_onnx_numel(t->dims, t->n_dims, CX_ONNX_MAX_ELEMENTS, &n))
+    return cx_fail(CX_ERR_FORMAT, "%s: a dimension is negative or the tensor exceeds %d elements",
+                   what, CX_ONNX_MAX_ELEMENTS);
+  for (size_t k = 0; k < t->n_dims; k++) shape->d[k] = t->dims[k];
   size_t bytes = (size_t)n * cx_dtype_size(*dtype);
+  if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+    void *p = NULL;
+    cx_status s = read_external(t, base_dir, what, bytes, &p);
+    if (s != CX_OK) free(p);
+    else *data = p;
+    return s;
+  }
   void *p = malloc(bytes ? bytes : 1);
   if (!p) return cx_fail(CX_ERR_NOMEM, "%s: cannot allocate %zu bytes", what, bytes);
   cx_status s = CX_OK;
-  if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
-    s = read_external(t, base_dir, what, p, bytes);
-  else if (t->has_raw_data) {
+  if (t->has_raw_data && (t->raw_data.len > 0 || bytes == 0)) {
     if (t->raw_data.len != bytes)
       s = cx_fail(CX_ERR_FORMAT, "%s: raw_data has %zu bytes, its shape needs %zu", what,
                   t->raw_data.len, bytes);

@@ -17,6 +17,7 @@ apt_packages=(
   python3-torchvision                      # the loader benchmark's PyTorch side
   dataset-fashion-mnist                    # real data for stage tests
   golang-github-burntsushi-toml-dev        # ships the official toml-test suite (tests only)
+  clang                                    # libFuzzer for the fuzz targets (fuzz/, scripts/fuzz.sh)
 )
 
 missing=()

@@ -2,6 +2,7 @@
 #include "train_config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,8 @@ static cx_status read_channels(const cx_toml *d, const char *key, float *v, int 
   for (int i = 0; i < *n; i++) {
     double x;
     CX_TRY(cx_toml_as_float(cx_toml_at(*node, (size_t)i), &x));
+    if (!isfinite(x)) /* TOML has nan and inf; either would make every input NaN */
+      return cx_toml_fail(cx_toml_at(*node, (size_t)i), CX_ERR_FORMAT, "must be a finite number");
     if (positive && !(x > 0))
       return cx_toml_fail(cx_toml_at(*node, (size_t)i), CX_ERR_FORMAT, "must be above 0");
     v[i] = (float)x;

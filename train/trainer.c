@@ -448,22 +448,34 @@ static cx_status save_checkpoint(run *r, cx_train_result *res) {
   return CX_OK;
 }
 
+/* Whether the checkpoint's meta belongs to this run: its config hash, its seeds, and a data
+ * position inside this run's epochs (cx_train_check and restore). */
+static cx_status check_resume(const cx_train_opts *o, int64_t per_epoch,
+                              const cx_checkpoint_meta *m) {
+  if (o->config_hash && strcmp(o->config_hash, m->config_hash))
+    return cx_fail(CX_ERR_ARG, "%s: the checkpoint was written for config hash %s, but this "
+                   "run's config hash is %s: refusing to resume from a different configuration",
+                   o->resume_from, m->config_hash, o->config_hash);
+  if (m->seed != o->seed || m->data_seed != o->seed)
+    return cx_fail(CX_ERR_ARG, "%s: written with seed %llu, but this run's seed is %llu",
+                   o->resume_from, (unsigned long long)m->seed, (unsigned long long)o->seed);
+  int64_t end = per_epoch * o->accum_steps;
+  if (m->epoch < 0 || m->batch < 0 || m->batch > end || m->batch % o->accum_steps ||
+      (m->epoch == o->epochs && m->batch) || m->epoch > o->epochs)
+    return cx_fail(CX_ERR_ARG, "%s: its data position (epoch %lld, batch %lld) is not one of "
+                   "this run (%lld epochs of %lld batches)", o->resume_from, (long long)m->epoch,
+                   (long long)m->batch, (long long)o->epochs, (long long)end);
+  return CX_OK;
+}
+
 static cx_status restore(run *r) {
   const cx_train_opts *o = r->o;
   cx_checkpoint_meta m;
   CX_TRY(cx_checkpoint_load(o->resume_from, o->config_hash, &m, r->ck.n, r->ck.names,
                             r->ck.host, r->ck_state.n, r->ck_state.names, r->ck_state.host));
+  CX_TRY(check_resume(o, r->per_epoch, &m));
   CX_TRY(ck_upload(r, &r->ck));
   CX_TRY(ck_upload(r, &r->ck_state));
-  if (m.seed != o->seed || m.data_seed != o->seed)
-    return cx_fail(CX_ERR_ARG, "%s: written with seed %llu, but this run's seed is %llu",
-                   o->resume_from, (unsigned long long)m.seed, (unsigned long long)o->seed);
-  int64_t end = r->per_epoch * o->accum_steps;
-  if (m.epoch < 0 || m.batch < 0 || m.batch > end || m.batch % o->accum_steps ||
-      (m.epoch == o->epochs && m.batch) || m.epoch > o->epochs)
-    return cx_fail(CX_ERR_ARG, "%s: its data position (epoch %lld, batch %lld) is not one of "
-                   "this run (%lld epochs of %lld batches)", o->resume_from, (long long)m.epoch,
-                   (long long)m.batch, (long long)o->epochs, (long long)end);
   if (r->loss_seed) {
     r->scaler.scale = (float)r->scaler_state[0];
     r->scaler.good_steps = (int)r->scaler_state[1];
@@ -823,6 +835,18 @@ static cx_status open_loader(run *r, cx_train_opts *o) {
                    (long long)o->batch_size);
   if (o->schedule.total_steps <= 0) o->schedule.total_steps = r->total;
   return cx_schedule_check(&o->schedule);
+}
+
+cx_status cx_train_check(const cx_train_opts *given) {
+  cx_train_opts o = *given;
+  CX_TRY(check_opts(&o));
+  run r = {.o = &o, .micro = o.batch_size / o.accum_steps};
+  cx_status s = open_loader(&r, &o);
+  cx_loader_close(r.loader);
+  if (s != CX_OK || !o.resume_from) return s;
+  cx_checkpoint_meta m;
+  CX_TRY(cx_checkpoint_peek(o.resume_from, &m));
+  return check_resume(&o, r.per_epoch, &m);
 }
 
 cx_status cx_train(cx_graph *model, const cx_train_opts *given, cx_train_result *res) {

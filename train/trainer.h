@@ -125,6 +125,11 @@ cx_eval_result cx_eval_sums_result(const cx_eval_sums *s);
 cx_status cx_check_model_input(const cx_graph *model, const cx_batch *b, const char *path);
 
 cx_train_opts cx_train_defaults(void);
+/* Every check cx_train makes of o before it compiles anything, and nothing else: the options,
+ * the training data against the batch (at least one step an epoch), the schedule, and, with
+ * resume_from, that checkpoint (whole, its format, config hash, seeds and data position those
+ * of this run). It writes nothing, so that a caller runs it before it creates its outputs. */
+cx_status cx_train_check(const cx_train_opts *o);
 /* Trains model in place: on success (and when stopped) its parameters and BatchNorm statistics
  * are the trained ones. */
 cx_status cx_train(cx_graph *model, const cx_train_opts *o, cx_train_result *r);
