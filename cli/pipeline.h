@@ -48,6 +48,9 @@ typedef struct cx_stage_def {
    * its results into r->result, and what begin opened freed. */
   cx_status (*begin)(cx_stage_run *r);
   cx_status (*end)(cx_stage_run *r);
+  /* A sentence for the report about its output model (the ONNX file at path), or nothing. */
+  void (*report_note)(const cx_pipeline *p, const cx_pipeline_stage *s, const char *path,
+                      char *buf, size_t size);
 } cx_stage_def;
 
 extern const cx_stage_def cx_stage_defs[CX_STAGE_COUNT];
@@ -170,6 +173,8 @@ cx_status cx_pipeline_prune_check(const cx_pipeline *p, const cx_pipeline_stage 
 cx_status cx_pipeline_prune_model(cx_stage_run *r, cx_graph **g, char **old_input);
 cx_status cx_pipeline_prune_begin(cx_stage_run *r);
 cx_status cx_pipeline_prune_end(cx_stage_run *r);
+void cx_pipeline_prune_note(const cx_pipeline *p, const cx_pipeline_stage *s, const char *path,
+                            char *buf, size_t size);
 /* A stage whose issue has not landed: its table is refused, naming it. */
 cx_status cx_pipeline_read_unimplemented(cx_pipeline *p, cx_pipeline_stage *s);
 

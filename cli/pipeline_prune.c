@@ -102,3 +102,36 @@ cx_status cx_pipeline_prune_end(cx_stage_run *r) {
   r->state = NULL;
   return st;
 }
+
+/* The method, what it reached on the prunable weights of the file, and for N:M whether every
+ * pruned layer holds the pattern (what sparse tensor cores need). */
+void cx_pipeline_prune_note(const cx_pipeline *p, const cx_pipeline_stage *s, const char *path,
+                            char *buf, size_t size) {
+  const cx_prune_config *c = &p->prune.c;
+  char method[32];
+  cx_cli_prune_method_name(c, method, sizeof method);
+  cx_graph *g = NULL;
+  cx_prune_targets t = {0};
+  if (c->method == CX_PRUNE_CHANNEL || cx_onnx_import(path, &g, NULL) != CX_OK ||
+      cx_prune_select(g, c, path, &t) != CX_OK ||
+      (c->method == CX_PRUNE_NM && cx_prune_nm_fit(&t, c, path, NULL) != CX_OK)) {
+    snprintf(buf, size, "Pruning (stage %s): %s.", s->name, method);
+    cx_graph_free(g);
+    return;
+  }
+  cx_prune_count all;
+  cx_prune_count_zeros(g, &t, NULL, &all);
+  int holds = 0;
+  for (int i = 0; c->method == CX_PRUNE_NM && i < t.n; i++)
+    holds += cx_prune_nm_holds(&t.t[i], g->values[t.t[i].weight].init, c->n, c->m);
+  size_t at = (size_t)snprintf(buf, size, "Pruning (stage %s): %s, %.1f%% of the %lld prunable "
+                               "weights are zero", s->name, method,
+                               all.total ? 100.0 * (double)all.zeros / (double)all.total : 0.0,
+                               (long long)all.total);
+  if (c->method == CX_PRUNE_NM && at < size)
+    snprintf(buf + at, size - at, "; the %d:%d pattern holds in %d of the %d layers", c->n, c->m,
+             holds, t.n);
+  if (at < size) snprintf(buf + strlen(buf), size - strlen(buf), ".");
+  cx_prune_targets_free(&t);
+  cx_graph_free(g);
+}

@@ -139,14 +139,27 @@ static void preprocessing(builder *b, cx_report *r) {
 
 /* ---- the whole ---- */
 
-static void distill_note(builder *b) {
+static void note_add(builder *b, const char *text) {
+  size_t at = strlen(b->note);
+  if (text[0]) snprintf(b->note + at, sizeof b->note - at, "%s%s", at ? " " : "", text);
+}
+
+/* What the rows cannot say: the teacher cache's use, and each record's own note. */
+static void notes(builder *b) {
+  char text[512];
   for (int i = 0; i < b->n; i++) {
-    const cx_stage_result *res = &b->rows[i].res;
-    if (!res->teacher_batches && !res->cached_batches) continue;
-    snprintf(b->note, sizeof b->note, "Knowledge distillation (stage %s): the teacher's outputs "
-             "were computed for %lld batches and read from the teacher cache for %lld.",
-             b->rows[i].stage->name, (long long)res->teacher_batches,
-             (long long)res->cached_batches);
+    const row *w = &b->rows[i];
+    const cx_stage_result *res = &w->res;
+    if (res->teacher_batches || res->cached_batches) {
+      snprintf(text, sizeof text, "Knowledge distillation (stage %s): the teacher's outputs "
+               "were computed for %lld batches and read from the teacher cache for %lld.",
+               w->stage->name, (long long)res->teacher_batches, (long long)res->cached_batches);
+      note_add(b, text);
+    }
+    text[0] = 0;
+    if (w->stage->def->report_note) w->stage->def->report_note(b->p, w->stage, w->path, text,
+                                                               sizeof text);
+    note_add(b, text);
   }
 }
 
@@ -196,7 +209,7 @@ cx_status cx_pipeline_report(const cx_pipeline *p, const char *out, int *models)
   preprocessing(b, &r);
   if (!b->ms.ort_missing && b->ms.ort_version[0]) r.ort_version = b->ms.ort_version;
   r.teacher = b->teacher, r.baseline = b->baseline;
-  distill_note(b);
+  notes(b);
   if (b->note[0]) r.note = b->note;
   s = cx_report_write(&r, out);
   builder_free(b);

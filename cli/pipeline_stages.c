@@ -20,7 +20,8 @@ const cx_stage_def cx_stage_defs[CX_STAGE_COUNT] = {
     {.name = "prune", .output = "student_pruned.onnx", .model = "student (pruned)",
      .inputs = from_student, .read = cx_pipeline_read_prune, .salt = cx_pipeline_prune_salt,
      .check = cx_pipeline_prune_check, .load_model = cx_pipeline_prune_model,
-     .begin = cx_pipeline_prune_begin, .end = cx_pipeline_prune_end},
+     .begin = cx_pipeline_prune_begin, .end = cx_pipeline_prune_end,
+     .report_note = cx_pipeline_prune_note},
     {.name = "quantize", .output = "student_int8.onnx", .model = "student (INT8)",
      .inputs = from_compressed, .read = cx_pipeline_read_unimplemented},
 };
