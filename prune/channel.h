@@ -80,6 +80,17 @@ typedef struct cx_prune_scores {
   const float *const *values;
 } cx_prune_scores;
 
+/* A trainer extension accumulating Taylor scores (channel_taylor.c): as each parameter's
+ * gradient is final (grad_ready, every micro-batch), |w * dL/dw| is added element by element,
+ * read through the backend's copies. The sums are its checkpoint state, so a resumed run goes
+ * on from them. cx_channel_taylor_scores is valid while t lives and names the parameters as the
+ * training program does (the model's names). */
+typedef struct cx_channel_taylor cx_channel_taylor;
+cx_status cx_channel_taylor_new(cx_channel_taylor **out);
+cx_train_ext cx_channel_taylor_ext(cx_channel_taylor *t);
+const cx_prune_scores *cx_channel_taylor_scores(const cx_channel_taylor *t);
+void cx_channel_taylor_free(cx_channel_taylor *t);
+
 /* Importance of every unit (channel_importance.c), score[n_units]: L1 or L2 norms of the
  * producing filters summed over every producer of the unit, BN |gamma| summed over its
  * BatchNorms (a group without one is ranked by L1, with a line in the log), or Taylor summed

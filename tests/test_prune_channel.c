@@ -28,6 +28,7 @@
 #include "../kernels/cpu/cpu.h"
 #include "../models/zoo.h"
 #include "../prune/channel.h"
+#include "../train/train_graph.h"
 #include "check.h"
 #include "op_check.h"
 
@@ -132,8 +133,9 @@ static cx_graph *masked(const cx_channel_groups *cg, const bool *keep) {
 /* Prunes g with c and checks the result: MACs at most max_frac of the original and equal to
  * the chooser's own count, the graph validates, runs, and equals the masked reference. Returns
  * the pruned graph. */
-static cx_graph *check_pruned(const char *label, const cx_graph *g, const cx_prune_config *c,
-                              double max_frac, FILE *log) {
+static cx_graph *check_pruned_with(const char *label, const cx_graph *g,
+                                   const cx_prune_config *c, const cx_prune_scores *taylor,
+                                   double max_frac, FILE *log) {
   cx_channel_groups *cg = NULL;
   cx_status s = cx_channel_groups_build(g, log, &cg);
   CHECK(s == CX_OK, "%s: analysis: %s", label, cx_last_error());
@@ -142,7 +144,7 @@ static cx_graph *check_pruned(const char *label, const cx_graph *g, const cx_pru
   bool *keep = calloc((size_t)cg->n_units + 1, sizeof *keep);
   cx_graph *out = NULL, *ref = NULL;
   if (c->n_include) s = cx_channel_select(cg, c, log);
-  if (s == CX_OK) s = cx_channel_importance(cg, c->importance, NULL, log, score);
+  if (s == CX_OK) s = cx_channel_importance(cg, c->importance, taylor, log, score);
   if (s == CX_OK) s = cx_channel_choose(cg, c, score, keep);
   if (s == CX_OK) s = cx_channel_rewrite(cg, keep, &out);
   CHECK(s == CX_OK, "%s: %s", label, cx_last_error());
@@ -176,6 +178,11 @@ static cx_graph *check_pruned(const char *label, const cx_graph *g, const cx_pru
   free(score), free(keep);
   cx_channel_groups_free(cg);
   return out;
+}
+
+static cx_graph *check_pruned(const char *label, const cx_graph *g, const cx_prune_config *c,
+                              double max_frac, FILE *log) {
+  return check_pruned_with(label, g, c, NULL, max_frac, log);
 }
 
 /* ---- zoo models ---- */
@@ -355,6 +362,67 @@ static void test_small(void) {
   cx_graph_free(g);
 }
 
+/* ---- Taylor scores ---- */
+
+static void taylor_hook(void *user, int param, const cx_tensor *value, const cx_tensor *grad) {
+  cx_train_ext *e = user;
+  e->grad_ready(e->self, param, value, grad, true);
+}
+
+/* The extension's sums after two identical backward passes are 2 |w g|, element by element;
+ * pruning ranked by them keeps the channel with the largest score. */
+static void test_taylor(void) {
+  cx_graph *g = small_graph(false), *tg = NULL;
+  CHECK(cx_train_graph(g, 0, 0, &tg) == CX_OK, "%s", cx_last_error());
+  cx_program *p = NULL;
+  cx_compile_opts co = {.batch = BATCH, .training = true, .loss = "loss",
+                        .backend = cx_backend_cpu()};
+  CHECK(cx_program_compile(tg, &co, &p) == CX_OK, "%s", cx_last_error());
+  cx_channel_taylor *t = NULL;
+  CHECK(cx_channel_taylor_new(&t) == CX_OK, "%s", cx_last_error());
+  cx_train_ext ext = cx_channel_taylor_ext(t);
+  CHECK(ext.opened(ext.self, p) == CX_OK, "%s", cx_last_error());
+  cx_program_set_grad_hook(p, taylor_hook, &ext);
+  int64_t n;
+  float *x = input_of(g, &n);
+  int64_t labels[BATCH] = {1, 3};
+  CHECK(cx_program_write(p, cx_program_tensor(p, "input"), x) == CX_OK &&
+            cx_program_write(p, cx_program_tensor(p, "labels"), labels) == CX_OK,
+        "%s", cx_last_error());
+  for (int k = 0; k < 2; k++)
+    CHECK(cx_program_forward(p) == CX_OK && cx_program_backward(p) == CX_OK &&
+              ext.before_update(ext.self, p) == CX_OK, "%s", cx_last_error());
+  const cx_prune_scores *sc = cx_channel_taylor_scores(t);
+  CHECK(sc->n == cx_program_param_count(p) && sc->n > 10, "%d scores", sc->n);
+  double worst = 0;
+  for (int i = 0; i < sc->n && i < cx_program_param_count(p); i++) {
+    const cx_tensor *w = cx_program_param(p, i), *gr = cx_program_param_grad(p, i);
+    int64_t m = cx_tensor_numel(w);
+    float *wh = malloc((size_t)m * sizeof *wh), *gh = malloc((size_t)m * sizeof *gh);
+    CHECK(cx_program_read(p, w, wh) == CX_OK && cx_program_read(p, gr, gh) == CX_OK, "read");
+    for (int64_t j = 0; j < m; j++) {
+      double want = 2 * fabs((double)wh[j] * gh[j]);
+      double rel = fabs(sc->values[i][j] - want) / (want > 1e-3 ? want : 1e-3);
+      if (!(rel <= worst)) worst = rel;
+    }
+    free(wh), free(gh);
+  }
+  CHECK(worst < 1e-5, "Taylor sums differ from 2|w g| by %.3g relative", worst);
+  cx_prune_config c = config(0.3);
+  c.importance = CX_IMPORTANCE_TAYLOR;
+  cx_graph_free(check_pruned_with("Taylor importance", g, &c, sc, 0.75, NULL));
+  /* without the scores it is an error, not a silent L1 */
+  cx_graph *none = NULL;
+  CHECK(cx_prune_channels(g, &c, NULL, NULL, &none, NULL) != CX_OK && !none,
+        "Taylor importance without scores accepted");
+  cx_error_clear();
+  free(x);
+  cx_channel_taylor_free(t);
+  cx_program_free(p);
+  cx_graph_free(tg);
+  cx_graph_free(g);
+}
+
 /* ---- PyTorch-exported models ---- */
 
 static void torch_one(const char *dir, const char *name) {
@@ -438,6 +506,7 @@ int main(int argc, char **argv) {
     test_torch();
   } else {
     test_small();
+    test_taylor();
     test_options();
     test_zoo();
   }
