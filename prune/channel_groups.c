@@ -214,16 +214,17 @@ static const char *rule_reshape(ctx *c, int i) {
   bool reshape = !strcmp(n->op->name, "Reshape");
   if (!reshape && cx_node_int(n, "axis", 1) != 1) return "its axis is not 1";
   if (xs->ndim < 2 || ys->ndim < 2 || xs->d[0] != ys->d[0]) return "it moves the channel axis";
+  bool same = ys->d[1] == xs->d[1];
+  if (!same && ys->ndim != 2) return "it moves the channel axis";
   if (reshape) {
     int t = n->in[1];
     if (!own_init(c, t) || c->g->values[t].dtype != CX_S64) return "its target is not its own constant";
     edit(c, CX_CHANNEL_RESHAPE, i, t, 1, y);
   }
-  if (ys->d[1] == xs->d[1]) {
+  if (same) {
     tie_all(c, x, y);
     return NULL;
   }
-  if (ys->ndim != 2) return "it moves the channel axis";
   int64_t per = ys->d[1] / xs->d[1]; /* columns per channel */
   for (int64_t k = 0; k < xs->d[1]; k++)
     for (int64_t j = 0; j < per; j++) unite(c, elem(c, x, k), elem(c, y, k * per + j));

@@ -258,7 +258,7 @@ static int conv(cx_graph *g, const char *name, int x, int64_t cin, int64_t cout,
 }
 
 /* stem -> (a | b) Concat -> grouped conv (+ residual) -> depthwise x2 -> pointwise -> SE ->
- * Flatten -> Gemm. With `unknown`, a Transpose on branch b, which freezes it. */
+ * Reshape to [N, 24·64] -> Gemm. With `unknown`, a Transpose on branch b, which freezes it. */
 static cx_graph *small_graph(bool unknown) {
   cx_graph *g = cx_graph_new();
   int x = cx_graph_input(g, "input", CX_F32, &S(-1, 3, 8, 8));
@@ -284,8 +284,9 @@ static cx_graph *small_graph(bool unknown) {
   cx_node_set_ints(g, f2, "kernel_shape", (int64_t[]){1, 1}, 2);
   int gate = cx_graph_op(g, "HardSigmoid", "se.gate", &(int){cx_node_output(g, f2, 0)}, 1);
   int se = cx_graph_op(g, "Mul", "se.scale", (int[]){pw, gate}, 2);
-  int fl = cx_graph_node(g, "Flatten", "flat", &se, 1, 1);
-  cx_node_set_int(g, fl, "axis", 1);
+  /* a Reshape as the flatten: its target's 24·64 columns follow the kept channels */
+  int target = cx_graph_const_s64(g, "flat.shape", 2, (int64_t[]){-1, 24 * 64});
+  int fl = cx_graph_node(g, "Reshape", "flat", (int[]){se, target}, 2, 1);
   int fw = oc_param(g, "fc.weight", &S(5, 24 * 64), -0.1f, 0.1f, 90);
   int fb = oc_param(g, "fc.bias", &S(5), -0.1f, 0.1f, 91);
   int gm = cx_graph_node(g, "Gemm", "fc", (int[]){cx_node_output(g, fl, 0), fw, fb}, 3, 1);
