@@ -44,17 +44,17 @@ typedef struct cx_channel_groups {
   int64_t *channels;   /* per value: channels tracked (axis 1 of an activation), 0 for none */
   int64_t *elem_start; /* per value: its first element */
   int64_t n_elems;
-  int *elem_unit;      /* per element: its unit */
+  int *elem_unit; /* per element: its unit */
   int n_units;
-  int *unit_group;     /* per unit */
-  int *unit_order;     /* units ordered by group */
+  int *unit_group; /* per unit */
+  int *unit_order; /* units ordered by group */
   int n_groups;
   cx_channel_group *groups;
   cx_channel_edit *edits;
   int n_edits, cap_edits;
-  int n_frozen_nodes;  /* nodes the analysis did not understand */
-  int64_t *node_macs;  /* per node: dense MACs per sample (core/graph_cost.h) */
-  int64_t macs;        /* their sum */
+  int n_frozen_nodes; /* nodes the analysis did not understand */
+  int64_t *node_macs; /* per node: dense MACs per sample (core/graph_cost.h) */
+  int64_t macs;       /* their sum */
 } cx_channel_groups;
 
 /* The analysis (channel_groups.c). Every node the analysis does not understand freezes the
@@ -116,11 +116,11 @@ cx_status cx_channel_choose(const cx_channel_groups *cg, const cx_prune_config *
 cx_status cx_channel_rewrite(const cx_channel_groups *cg, const bool *keep, cx_graph **out);
 
 typedef struct cx_prune_channel_stats {
-  int64_t macs_before, macs_after;       /* core/graph_cost.h, per sample */
+  int64_t macs_before, macs_after; /* core/graph_cost.h, per sample */
   int64_t params_before, params_after;
   int64_t channels_before, channels_after; /* units */
   int groups, groups_pruned, groups_frozen;
-  int nodes_frozen;                       /* nodes the analysis did not understand */
+  int nodes_frozen; /* nodes the analysis did not understand */
 } cx_prune_channel_stats;
 
 /* The whole of channel pruning: analysis, the include/exclude selection (a group is pruned only

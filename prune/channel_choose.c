@@ -29,7 +29,8 @@ static int64_t macs_of(const cx_channel_groups *cg, const int64_t *kept) {
 static void kept_of(const cx_channel_groups *cg, const bool *keep, int64_t *kept) {
   for (int v = 0; v < cg->g->n_values; v++) {
     kept[v] = 0;
-    for (int64_t k = 0; k < cg->channels[v]; k++) kept[v] += keep[cg->elem_unit[cg->elem_start[v] + k]];
+    for (int64_t k = 0; k < cg->channels[v]; k++)
+      kept[v] += keep[cg->elem_unit[cg->elem_start[v] + k]];
   }
 }
 
@@ -53,11 +54,11 @@ static int by_score(const void *a, const void *b) {
 
 typedef struct chooser {
   const cx_channel_groups *cg;
-  int round, *order; /* units of each group, least important first (group's slice) */
-  double *norm;      /* score / the group's mean */
-  int *left;         /* per group: units kept */
-  int64_t *kept;     /* per value */
-  bool *may_empty;   /* per group: every activation it occupies has channels of other groups */
+  int round, *order;      /* units of each group, least important first (group's slice) */
+  double *norm;           /* score / the group's mean */
+  int *left;              /* per group: units kept */
+  int64_t *kept;          /* per value */
+  bool *may_empty;        /* per group: every activation it occupies has channels of other groups */
   int64_t *unit_elems_at; /* CSR: the elements of each unit */
   int *unit_elems;
   int *elem_value;
@@ -104,8 +105,8 @@ static cx_status chooser_init(chooser *ch, const cx_channel_groups *cg, const cx
   ch->unit_elems = malloc(ne * sizeof(int));
   ch->elem_value = malloc(ne * sizeof(int));
   ch->may_empty = calloc((size_t)cg->n_groups + 1, sizeof(bool));
-  if (!ch->may_empty || !ch->order || !ch->norm || !ch->left || !ch->kept || !ch->unit_elems_at || !ch->unit_elems ||
-      !ch->elem_value)
+  if (!ch->may_empty || !ch->order || !ch->norm || !ch->left || !ch->kept || !ch->unit_elems_at ||
+      !ch->unit_elems || !ch->elem_value)
     return cx_fail(CX_ERR_NOMEM, "out of memory");
   memcpy(ch->order, cg->unit_order, (size_t)cg->n_units * sizeof(int));
   sort_score = score;
@@ -141,7 +142,8 @@ static cx_status chooser_init(chooser *ch, const cx_channel_groups *cg, const cx
     if (c == 0) continue;
     int first = cg->unit_group[cg->elem_unit[cg->elem_start[v]]];
     bool one = true;
-    for (int64_t k = 1; k < c && one; k++) one = cg->unit_group[cg->elem_unit[cg->elem_start[v] + k]] == first;
+    for (int64_t k = 1; k < c && one; k++)
+      one = cg->unit_group[cg->elem_unit[cg->elem_start[v] + k]] == first;
     if (one) ch->may_empty[first] = false;
   }
   return CX_OK;
@@ -167,7 +169,8 @@ static cx_status choose_global(chooser *ch, int64_t target, bool *keep) {
       int next = gr->frozen ? -1 : next_left(ch, k, ch->left[k]);
       if (next < 0) continue;
       double s = 0;
-      for (int j = gr->n - ch->left[k]; j < gr->n - next; j++) s += ch->norm[ch->order[gr->first + j]];
+      for (int j = gr->n - ch->left[k]; j < gr->n - next; j++)
+        s += ch->norm[ch->order[gr->first + j]];
       s /= ch->left[k] - next;
       if (s < best_score) best = k, best_next = next, best_score = s;
     }
@@ -186,7 +189,8 @@ static cx_status choose_global(chooser *ch, int64_t target, bool *keep) {
     macs = macs_of(cg, ch->kept);
   }
   if (macs <= target) return CX_OK;
-  return cx_fail(CX_ERR_ARG, "prune: sparsity cannot be reached: removing every prunable channel "
+  return cx_fail(CX_ERR_ARG,
+                 "prune: sparsity cannot be reached: removing every prunable channel "
                  "leaves %.1f%% of the %lld MACs (the rest are frozen or kept by round_to)",
                  100.0 * (double)macs / (double)cg->macs, (long long)cg->macs);
 }
@@ -215,16 +219,19 @@ static cx_status choose_layer(chooser *ch, int64_t target, bool *keep) {
   kept_of(cg, keep, ch->kept);
   int64_t most = macs_of(cg, ch->kept);
   if (most > target)
-    return cx_fail(CX_ERR_ARG, "prune: sparsity cannot be reached: pruning every layer to its "
-                   "minimum leaves %.1f%% of the %lld MACs", 100.0 * (double)most / (double)cg->macs,
-                   (long long)cg->macs);
+    return cx_fail(CX_ERR_ARG,
+                   "prune: sparsity cannot be reached: pruning every layer to its "
+                   "minimum leaves %.1f%% of the %lld MACs",
+                   100.0 * (double)most / (double)cg->macs, (long long)cg->macs);
   double lo = 0, hi = 1;
   for (int it = 0; it < 40; it++) {
     double mid = (lo + hi) / 2;
     layer_keep(ch, mid, keep);
     kept_of(cg, keep, ch->kept);
-    if (macs_of(cg, ch->kept) <= target) hi = mid;
-    else lo = mid;
+    if (macs_of(cg, ch->kept) <= target)
+      hi = mid;
+    else
+      lo = mid;
   }
   layer_keep(ch, hi, keep);
   return CX_OK;
@@ -238,7 +245,8 @@ cx_status cx_channel_choose(const cx_channel_groups *cg, const cx_prune_config *
   chooser ch;
   cx_status s = chooser_init(&ch, cg, c, score);
   if (s == CX_OK)
-    s = c->scope == CX_PRUNE_LAYER ? choose_layer(&ch, target, keep) : choose_global(&ch, target, keep);
+    s = c->scope == CX_PRUNE_LAYER ? choose_layer(&ch, target, keep)
+                                   : choose_global(&ch, target, keep);
   chooser_free(&ch);
   return s;
 }

@@ -12,10 +12,10 @@ typedef struct ctx {
   cx_channel_groups *cg;
   const cx_graph *g;
   FILE *log;
-  cx_shape *shape;    /* batch 1 */
-  int *parent;        /* union-find over elements */
-  bool *frozen;       /* per element */
-  int *readers;       /* per value: nodes reading it */
+  cx_shape *shape; /* batch 1 */
+  int *parent;     /* union-find over elements */
+  bool *frozen;    /* per element */
+  int *readers;    /* per value: nodes reading it */
   cx_status status;
 } ctx;
 
@@ -29,7 +29,11 @@ static int find(ctx *c, int e) {
 static void unite(ctx *c, int a, int b) {
   a = find(c, a), b = find(c, b);
   if (a == b) return;
-  if (a > b) { int t = a; a = b; b = t; }
+  if (a > b) {
+    int t = a;
+    a = b;
+    b = t;
+  }
   c->parent[b] = a; /* the lower element is the root: units come out in element order */
 }
 
@@ -38,7 +42,8 @@ static int64_t chans(const ctx *c, int v) { return v >= 0 ? c->cg->channels[v] :
 
 /* Channel k of a ties channel k of b, for every k (same channel counts). */
 static void tie_all(ctx *c, int a, int b) {
-  for (int64_t k = 0; k < chans(c, a) && k < chans(c, b); k++) unite(c, elem(c, a, k), elem(c, b, k));
+  for (int64_t k = 0; k < chans(c, a) && k < chans(c, b); k++)
+    unite(c, elem(c, a, k), elem(c, b, k));
 }
 
 static void freeze_value(ctx *c, int v) {
@@ -137,7 +142,8 @@ static const char *rule_batch_norm(ctx *c, int i) {
   const cx_node *n = &c->g->nodes[i];
   if (n->n_out != 1 || n->n_in != 5) return "it is not an inference BatchNormalization";
   for (int k = 1; k < 5; k++)
-    if (!own_init(c, n->in[k]) || cx_shape_numel(&c->g->values[n->in[k]].shape) != chans(c, n->in[0]))
+    if (!own_init(c, n->in[k]) ||
+        cx_shape_numel(&c->g->values[n->in[k]].shape) != chans(c, n->in[0]))
       return "its parameters are computed, shared or not one per channel";
   for (int k = 1; k < 5; k++) edit(c, CX_CHANNEL_SLICE, i, n->in[k], 0, n->in[0]);
   tie_all(c, n->in[0], n->out[0]);
@@ -149,7 +155,8 @@ static const char *rule_batch_norm(ctx *c, int i) {
 static const char *rule_channelwise(ctx *c, int i) {
   const cx_node *n = &c->g->nodes[i];
   for (int k = 1; k < n->n_in; k++)
-    if (n->in[k] >= 0 && (!is_init(c, n->in[k]) || cx_shape_numel(&c->g->values[n->in[k]].shape) != 1))
+    if (n->in[k] >= 0 &&
+        (!is_init(c, n->in[k]) || cx_shape_numel(&c->g->values[n->in[k]].shape) != 1))
       return "a further input is not a scalar constant";
   for (int k = 0; k < n->n_out; k++) {
     if (chans(c, n->out[k]) != chans(c, n->in[0])) return "an output has other channels";
@@ -218,7 +225,8 @@ static const char *rule_reshape(ctx *c, int i) {
   if (!same && ys->ndim != 2) return "it moves the channel axis";
   if (reshape) {
     int t = n->in[1];
-    if (!own_init(c, t) || c->g->values[t].dtype != CX_S64) return "its target is not its own constant";
+    if (!own_init(c, t) || c->g->values[t].dtype != CX_S64)
+      return "its target is not its own constant";
     edit(c, CX_CHANNEL_RESHAPE, i, t, 1, y);
   }
   if (same) {
@@ -232,8 +240,11 @@ static const char *rule_reshape(ctx *c, int i) {
 }
 
 static const char *const channelwise_ops[] = {
-    "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Exp", "Log",
-    "Sqrt", "Neg", "Identity", "Dropout", "MaxPool", "AveragePool", "GlobalAveragePool", NULL};
+    "Relu",        "LeakyRelu", "Clip",        "Sigmoid",
+    "HardSigmoid", "HardSwish", "Tanh",        "Exp",
+    "Log",         "Sqrt",      "Neg",         "Identity",
+    "Dropout",     "MaxPool",   "AveragePool", "GlobalAveragePool",
+    NULL};
 static const char *const eltwise_ops[] = {"Add", "Sub", "Mul", "Div", "Sum", NULL};
 
 static bool in_list(const char *op, const char *const *list) {
@@ -246,14 +257,22 @@ static void apply_rule(ctx *c, int i) {
   const cx_node *n = &c->g->nodes[i];
   const char *op = n->op->name, *why = "the channel analysis does not know this op";
   bool tracked = n->n_in > 0 && n->in[0] >= 0 && n->n_out > 0 && chans(c, n->out[0]) > 0;
-  if (!tracked) why = "its input or output has no channel axis";
-  else if (!strcmp(op, "Conv")) why = chans(c, n->in[0]) > 0 ? rule_conv(c, i) : why;
-  else if (!strcmp(op, "Gemm") || !strcmp(op, "MatMul")) why = rule_linear(c, i);
-  else if (!strcmp(op, "BatchNormalization")) why = rule_batch_norm(c, i);
-  else if (in_list(op, channelwise_ops)) why = rule_channelwise(c, i);
-  else if (in_list(op, eltwise_ops)) why = rule_eltwise(c, i);
-  else if (!strcmp(op, "Concat")) why = rule_concat(c, i);
-  else if (!strcmp(op, "Flatten") || !strcmp(op, "Reshape")) why = rule_reshape(c, i);
+  if (!tracked)
+    why = "its input or output has no channel axis";
+  else if (!strcmp(op, "Conv"))
+    why = chans(c, n->in[0]) > 0 ? rule_conv(c, i) : why;
+  else if (!strcmp(op, "Gemm") || !strcmp(op, "MatMul"))
+    why = rule_linear(c, i);
+  else if (!strcmp(op, "BatchNormalization"))
+    why = rule_batch_norm(c, i);
+  else if (in_list(op, channelwise_ops))
+    why = rule_channelwise(c, i);
+  else if (in_list(op, eltwise_ops))
+    why = rule_eltwise(c, i);
+  else if (!strcmp(op, "Concat"))
+    why = rule_concat(c, i);
+  else if (!strcmp(op, "Flatten") || !strcmp(op, "Reshape"))
+    why = rule_reshape(c, i);
   if (why) freeze_node(c, i, why);
 }
 
@@ -265,8 +284,10 @@ static void make_units(ctx *c) {
   cg->n_units = 0;
   for (int64_t e = 0; e < cg->n_elems; e++) {
     int r = find(c, (int)e);
-    if (r == e) cg->elem_unit[e] = cg->n_units++;
-    else cg->elem_unit[e] = cg->elem_unit[r];
+    if (r == e)
+      cg->elem_unit[e] = cg->n_units++;
+    else
+      cg->elem_unit[e] = cg->elem_unit[r];
   }
 }
 
@@ -317,7 +338,8 @@ static cx_status make_groups(ctx *c) {
     cg->groups[k].frozen |= ufrozen[u];
   }
   int at = 0;
-  for (int k = 0; k < cg->n_groups; k++) cg->groups[k].first = at, at += cg->groups[k].n, cg->groups[k].n = 0;
+  for (int k = 0; k < cg->n_groups; k++)
+    cg->groups[k].first = at, at += cg->groups[k].n, cg->groups[k].n = 0;
   for (int u = 0; u < nu; u++) {
     cx_channel_group *gr = &cg->groups[cg->unit_group[u]];
     cg->unit_order[gr->first + gr->n++] = u;

@@ -19,9 +19,8 @@ static const float *taylor_of(const cx_prune_scores *t, const cx_value *w) {
 }
 
 /* Adds, for each output channel of producer n, the filter's L1 or L2 norm or its Taylor sum. */
-static cx_status add_filters(const cx_channel_groups *cg, const cx_node *n,
-                             cx_prune_importance imp, const cx_prune_scores *taylor,
-                             double *score) {
+static cx_status add_filters(const cx_channel_groups *cg, const cx_node *n, cx_prune_importance imp,
+                             const cx_prune_scores *taylor, double *score) {
   const cx_graph *g = cg->g;
   int y = n->out[0], w = n->in[1];
   int64_t cout = cg->channels[y];
@@ -35,7 +34,8 @@ static cx_status add_filters(const cx_channel_groups *cg, const cx_node *n,
   const float *data = wv->init, *t = NULL;
   if (imp == CX_IMPORTANCE_TAYLOR) {
     t = taylor_of(taylor, wv);
-    if (!t) return cx_fail(CX_ERR_ARG, "prune: no Taylor scores for '%s' (node '%s')", wv->name, n->name);
+    if (!t)
+      return cx_fail(CX_ERR_ARG, "prune: no Taylor scores for '%s' (node '%s')", wv->name, n->name);
   }
   for (int64_t k = 0; k < cout; k++) {
     int64_t base = rows ? k * len : k;
@@ -94,9 +94,11 @@ cx_status cx_channel_importance(const cx_channel_groups *cg, cx_prune_importance
     for (int k = 0; s == CX_OK && k < cg->n_groups; k++) {
       const cx_channel_group *gr = &cg->groups[k];
       if (has_bn[k] || gr->frozen) continue;
-      for (int j = 0; j < gr->n; j++) score[cg->unit_order[gr->first + j]] = l1[cg->unit_order[gr->first + j]];
+      for (int j = 0; j < gr->n; j++)
+        score[cg->unit_order[gr->first + j]] = l1[cg->unit_order[gr->first + j]];
       if (log)
-        fprintf(log, "prune: the channels written by '%s' have no BatchNormalization: ranked by L1\n",
+        fprintf(log,
+                "prune: the channels written by '%s' have no BatchNormalization: ranked by L1\n",
                 gr->producer >= 0 ? g->nodes[gr->producer].name : "?");
     }
     free(has_bn), free(l1);

@@ -32,8 +32,8 @@ static void select_layers(const cx_graph *g, const cx_prune_config *c, bool *sel
   }
   for (int i = 0; i < g->n_nodes; i++) {
     const cx_node *n = &g->nodes[i];
-    sel[i] = is_producer(n) && (c->n_include ? matches(n->name, c->include, c->n_include)
-                                             : i != first && i != last);
+    sel[i] = is_producer(n) &&
+             (c->n_include ? matches(n->name, c->include, c->n_include) : i != first && i != last);
     if (sel[i] && matches(n->name, c->exclude, c->n_exclude)) sel[i] = false;
   }
 }
@@ -57,7 +57,8 @@ cx_status cx_channel_select(cx_channel_groups *cg, const cx_prune_config *c, FIL
 }
 
 static void count(const cx_channel_groups *cg, const bool *keep, cx_prune_channel_stats *st) {
-  st->channels_before = cg->n_units, st->groups = cg->n_groups, st->nodes_frozen = cg->n_frozen_nodes;
+  st->channels_before = cg->n_units, st->groups = cg->n_groups,
+  st->nodes_frozen = cg->n_frozen_nodes;
   for (int u = 0; u < cg->n_units; u++) st->channels_after += keep[u];
   for (int k = 0; k < cg->n_groups; k++) {
     const cx_channel_group *gr = &cg->groups[k];
@@ -79,7 +80,8 @@ cx_status cx_prune_channels(const cx_graph *g, const cx_prune_config *c,
   CX_TRY(cx_channel_groups_build(g, log, &cg));
   double *score = malloc(((size_t)cg->n_units + 1) * sizeof *score);
   bool *keep = malloc(((size_t)cg->n_units + 1) * sizeof *keep);
-  cx_status s = score && keep ? cx_channel_select(cg, c, log) : cx_fail(CX_ERR_NOMEM, "out of memory");
+  cx_status s =
+      score && keep ? cx_channel_select(cg, c, log) : cx_fail(CX_ERR_NOMEM, "out of memory");
   if (s == CX_OK) s = cx_channel_importance(cg, c->importance, taylor, log, score);
   if (s == CX_OK) s = cx_channel_choose(cg, c, score, keep);
   if (s == CX_OK) s = cx_channel_rewrite(cg, keep, out);
@@ -89,11 +91,14 @@ cx_status cx_prune_channels(const cx_graph *g, const cx_prune_config *c,
     local.macs_before = before.macs, local.macs_after = after.macs;
     local.params_before = before.params, local.params_after = after.params;
     if (log)
-      fprintf(log, "prune: %lld of %lld channels kept in %d of %d groups pruned (%d frozen); MACs "
-              "%lld -> %lld (%.1f%%)\n", (long long)local.channels_after,
-              (long long)local.channels_before, local.groups_pruned, local.groups,
-              local.groups_frozen, (long long)local.macs_before, (long long)local.macs_after,
-              100.0 * (double)local.macs_after / (double)(local.macs_before ? local.macs_before : 1));
+      fprintf(
+          log,
+          "prune: %lld of %lld channels kept in %d of %d groups pruned (%d frozen); MACs "
+          "%lld -> %lld (%.1f%%)\n",
+          (long long)local.channels_after, (long long)local.channels_before, local.groups_pruned,
+          local.groups, local.groups_frozen, (long long)local.macs_before,
+          (long long)local.macs_after,
+          100.0 * (double)local.macs_after / (double)(local.macs_before ? local.macs_before : 1));
   } else {
     cx_graph_free(*out);
     *out = NULL;

@@ -53,8 +53,10 @@ static cx_status apply(const cx_channel_groups *cg, const bool *keep, const cx_c
     return CX_OK;
   }
   if (e->axis >= v->shape.ndim || v->shape.d[e->axis] != c)
-    return cx_fail(CX_ERR_SHAPE, "prune: '%s' (node '%s') has %lld entries on axis %d, the "
-                   "analysis expected %lld", v->name, n->name,
+    return cx_fail(CX_ERR_SHAPE,
+                   "prune: '%s' (node '%s') has %lld entries on axis %d, the "
+                   "analysis expected %lld",
+                   v->name, n->name,
                    (long long)(e->axis < v->shape.ndim ? v->shape.d[e->axis] : -1), e->axis,
                    (long long)c);
   return slice_axis(v, e->axis, mask);

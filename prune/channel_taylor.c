@@ -14,10 +14,10 @@ struct cx_channel_taylor {
   float **acc;        /* per parameter: the running sums */
   cx_tensor *tensors; /* host views of acc, the checkpoint state */
   cx_tensor **state;
-  float *w, *g;       /* staging for one parameter and its gradient */
+  float *w, *g; /* staging for one parameter and its gradient */
   int64_t largest;
   cx_prune_scores scores;
-  cx_status status;   /* the first failure in grad_ready, reported before the update */
+  cx_status status; /* the first failure in grad_ready, reported before the update */
   char error[512];
 };
 
@@ -29,7 +29,8 @@ static cx_status taylor_opened(void *self, cx_program *train) {
   t->acc = calloc((size_t)t->n + 1, sizeof *t->acc);
   t->tensors = calloc((size_t)t->n + 1, sizeof *t->tensors);
   t->state = calloc((size_t)t->n + 1, sizeof *t->state);
-  if (!t->names || !t->acc || !t->tensors || !t->state) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  if (!t->names || !t->acc || !t->tensors || !t->state)
+    return cx_fail(CX_ERR_NOMEM, "out of memory");
   for (int i = 0; i < t->n; i++) {
     const cx_tensor *p = cx_program_param(train, i);
     int64_t n = cx_tensor_numel(p);
@@ -87,8 +88,11 @@ cx_status cx_channel_taylor_new(cx_channel_taylor **out) {
 }
 
 cx_train_ext cx_channel_taylor_ext(cx_channel_taylor *t) {
-  return (cx_train_ext){.name = "taylor", .self = t, .opened = taylor_opened,
-                        .grad_ready = taylor_grad_ready, .before_update = taylor_before_update,
+  return (cx_train_ext){.name = "taylor",
+                        .self = t,
+                        .opened = taylor_opened,
+                        .grad_ready = taylor_grad_ready,
+                        .before_update = taylor_before_update,
                         .state = taylor_state};
 }
 

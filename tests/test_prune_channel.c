@@ -43,8 +43,10 @@
 #define TOL 1e-4
 
 static cx_prune_config config(double sparsity) {
-  return (cx_prune_config){.method = CX_PRUNE_CHANNEL, .sparsity = sparsity,
-                           .scope = CX_PRUNE_GLOBAL, .importance = CX_IMPORTANCE_L1};
+  return (cx_prune_config){.method = CX_PRUNE_CHANNEL,
+                           .sparsity = sparsity,
+                           .scope = CX_PRUNE_GLOBAL,
+                           .importance = CX_IMPORTANCE_L1};
 }
 
 /* ---- running ---- */
@@ -133,9 +135,8 @@ static cx_graph *masked(const cx_channel_groups *cg, const bool *keep) {
 /* Prunes g with c and checks the result: MACs at most max_frac of the original and equal to
  * the chooser's own count, the graph validates, runs, and equals the masked reference. Returns
  * the pruned graph. */
-static cx_graph *check_pruned_with(const char *label, const cx_graph *g,
-                                   const cx_prune_config *c, const cx_prune_scores *taylor,
-                                   double max_frac, FILE *log) {
+static cx_graph *check_pruned_with(const char *label, const cx_graph *g, const cx_prune_config *c,
+                                   const cx_prune_scores *taylor, double max_frac, FILE *log) {
   cx_channel_groups *cg = NULL;
   cx_status s = cx_channel_groups_build(g, log, &cg);
   CHECK(s == CX_OK, "%s: analysis: %s", label, cx_last_error());
@@ -154,8 +155,10 @@ static cx_graph *check_pruned_with(const char *label, const cx_graph *g,
     double frac = (double)after.macs / (double)before.macs;
     CHECK(frac <= max_frac, "%s: %.1f%% of the MACs left, expected at most %.0f%%", label,
           100 * frac, 100 * max_frac);
-    CHECK(after.macs == cx_channel_macs(cg, keep), "%s: the rewritten graph has %lld MACs, the "
-          "chooser counted %lld", label, (long long)after.macs, (long long)cx_channel_macs(cg, keep));
+    CHECK(after.macs == cx_channel_macs(cg, keep),
+          "%s: the rewritten graph has %lld MACs, the "
+          "chooser counted %lld",
+          label, (long long)after.macs, (long long)cx_channel_macs(cg, keep));
     CHECK(cx_graph_validate(out) == CX_OK, "%s: %s", label, cx_last_error());
     ref = masked(cg, keep);
     int64_t n1 = 0, n2 = 0;
@@ -164,11 +167,12 @@ static cx_graph *check_pruned_with(const char *label, const cx_graph *g,
       double d = rel_diff(y, r, n1);
       CHECK(d <= TOL, "%s: pruned and masked outputs differ by %.3g relative", label, d);
       int frozen = 0;
-    for (int k = 0; k < cg->n_groups; k++) frozen += cg->groups[k].frozen;
-    printf("ok   %s: %d groups (%d frozen), MACs %lld -> %lld (%.1f%%), params %lld -> %lld, "
-             "masked reference within %.1e\n", label, cg->n_groups, frozen, (long long)before.macs,
-             (long long)after.macs, 100 * frac, (long long)before.params,
-             (long long)after.params, d);
+      for (int k = 0; k < cg->n_groups; k++) frozen += cg->groups[k].frozen;
+      printf(
+          "ok   %s: %d groups (%d frozen), MACs %lld -> %lld (%.1f%%), params %lld -> %lld, "
+          "masked reference within %.1e\n",
+          label, cg->n_groups, frozen, (long long)before.macs, (long long)after.macs, 100 * frac,
+          (long long)before.params, (long long)after.params, d);
     } else {
       CHECK(false, "%s: outputs %lld and %lld values", label, (long long)n1, (long long)n2);
     }
@@ -188,10 +192,9 @@ static cx_graph *check_pruned(const char *label, const cx_graph *g, const cx_pru
 /* ---- zoo models ---- */
 
 static void test_zoo(void) {
-  const char *specs[] = {"resnet20", "resnet18:classes=10,input=3x32x32",
-                         "mobilenet_v2:classes=10,input=3x32x32",
-                         "mobilenet_v3_small:classes=10,input=3x64x64",
-                         "efficientnet_b0:classes=10,input=3x32x32"};
+  const char *specs[] = {
+      "resnet20", "resnet18:classes=10,input=3x32x32", "mobilenet_v2:classes=10,input=3x32x32",
+      "mobilenet_v3_small:classes=10,input=3x64x64", "efficientnet_b0:classes=10,input=3x32x32"};
   for (size_t k = 0; k < sizeof specs / sizeof *specs; k++) {
     cx_graph *g = NULL;
     cx_status s = cx_model_build(specs[k], &g, NULL);
@@ -222,8 +225,8 @@ static void test_options(void) {
       int64_t before = a->channels[g->nodes[i].out[0]], after = b->channels[out->nodes[i].out[0]];
       if (after == before) continue;
       changed++;
-      CHECK(after % 8 == 0, "%s: %lld channels left of %lld, not a multiple of 8",
-            g->nodes[i].name, (long long)after, (long long)before);
+      CHECK(after % 8 == 0, "%s: %lld channels left of %lld, not a multiple of 8", g->nodes[i].name,
+            (long long)after, (long long)before);
     }
     CHECK(changed > 10, "only %d convolutions were pruned", changed);
   }
@@ -233,8 +236,8 @@ static void test_options(void) {
   c = config(0.99);
   cx_graph *none = NULL;
   cx_status s = cx_prune_channels(g, &c, NULL, NULL, &none, NULL);
-  CHECK(s != CX_OK && !none && strstr(cx_last_error(), "cannot be reached"),
-        "sparsity 0.99: %s", s == CX_OK ? "accepted" : cx_last_error());
+  CHECK(s != CX_OK && !none && strstr(cx_last_error(), "cannot be reached"), "sparsity 0.99: %s",
+        s == CX_OK ? "accepted" : cx_last_error());
   cx_error_clear();
   cx_graph_free(g);
 }
@@ -298,8 +301,7 @@ static cx_graph *small_graph(bool unknown) {
 static int64_t conv_out(const cx_graph *g, const char *name, const char *attr) {
   for (int i = 0; i < g->n_nodes; i++)
     if (!strcmp(g->nodes[i].name, name))
-      return attr ? cx_node_int(&g->nodes[i], attr, 1)
-                  : g->values[g->nodes[i].in[1]].shape.d[0];
+      return attr ? cx_node_int(&g->nodes[i], attr, 1) : g->values[g->nodes[i].in[1]].shape.d[0];
   return -1;
 }
 
@@ -324,7 +326,8 @@ static void test_small(void) {
     CHECK(cx_channel_unit(cg, pw, 5) == cx_channel_unit(cg, f2, 5), "SE scale not tied to pw");
     int f1 = cx_graph_find_value(g, "se.fc1");
     CHECK(!cg->groups[cg->unit_group[cx_channel_unit(cg, f1, 0)]].frozen &&
-              cg->unit_group[cx_channel_unit(cg, f1, 0)] != cg->unit_group[cx_channel_unit(cg, pw, 0)],
+              cg->unit_group[cx_channel_unit(cg, f1, 0)] !=
+                  cg->unit_group[cx_channel_unit(cg, pw, 0)],
           "SE inner channels are not a prunable group of their own");
     CHECK(cg->n_frozen_nodes == 0, "%d nodes frozen", cg->n_frozen_nodes);
   }
@@ -376,8 +379,8 @@ static void test_taylor(void) {
   cx_graph *g = small_graph(false), *tg = NULL;
   CHECK(cx_train_graph(g, 0, 0, &tg) == CX_OK, "%s", cx_last_error());
   cx_program *p = NULL;
-  cx_compile_opts co = {.batch = BATCH, .training = true, .loss = "loss",
-                        .backend = cx_backend_cpu()};
+  cx_compile_opts co = {
+      .batch = BATCH, .training = true, .loss = "loss", .backend = cx_backend_cpu()};
   CHECK(cx_program_compile(tg, &co, &p) == CX_OK, "%s", cx_last_error());
   cx_channel_taylor *t = NULL;
   CHECK(cx_channel_taylor_new(&t) == CX_OK, "%s", cx_last_error());
@@ -392,7 +395,8 @@ static void test_taylor(void) {
         "%s", cx_last_error());
   for (int k = 0; k < 2; k++)
     CHECK(cx_program_forward(p) == CX_OK && cx_program_backward(p) == CX_OK &&
-              ext.before_update(ext.self, p) == CX_OK, "%s", cx_last_error());
+              ext.before_update(ext.self, p) == CX_OK,
+          "%s", cx_last_error());
   const cx_prune_scores *sc = cx_channel_taylor_scores(t);
   CHECK(sc->n == cx_program_param_count(p) && sc->n > 10, "%d scores", sc->n);
   double worst = 0;
@@ -472,8 +476,10 @@ static void torch_one(const char *dir, const char *name) {
                 after.macs <= 0.75 * (double)before.macs,
             "%s: the exported file has too many MACs", name);
       cx_graph_free(g);
-      printf("ok   %s: exported, onnx.checker and ONNX Runtime accept it, within %.1e of ours, "
-             "MACs %.1f%% of the original\n", name, d, 100.0 * (double)after.macs / (double)before.macs);
+      printf(
+          "ok   %s: exported, onnx.checker and ONNX Runtime accept it, within %.1e of ours, "
+          "MACs %.1f%% of the original\n",
+          name, d, 100.0 * (double)after.macs / (double)before.macs);
     } else {
       CHECK(rc != 0, "%s: ONNX Runtime's output is missing or has another size", name);
     }
@@ -487,16 +493,18 @@ static void torch_one(const char *dir, const char *name) {
 static void test_torch(void) {
   char dir[] = "/tmp/cx_prune_torch_XXXXXX";
   CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-  const char *names[] = {"resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small",
-                         "efficientnet_b0", "concat_group"};
+  const char *names[] = {"resnet18",           "resnet50",        "mobilenet_v2",
+                         "mobilenet_v3_small", "efficientnet_b0", "concat_group"};
   char cmd[2000];
   int at = snprintf(cmd, sizeof cmd, PYTHON " -W ignore '%s' '%s'", CX_TORCH_MODELS, dir);
   for (size_t k = 0; k < sizeof names / sizeof *names; k++)
     at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %s", names[k]);
   snprintf(cmd + at, sizeof cmd - (size_t)at, " >/dev/null");
   int rc = system(cmd);
-  CHECK(rc == 0, "tests/prune_torch_models.py failed (exit %d): it needs " PYTHON
-        " with torch and torchvision", rc);
+  CHECK(rc == 0,
+        "tests/prune_torch_models.py failed (exit %d): it needs " PYTHON
+        " with torch and torchvision",
+        rc);
   for (size_t k = 0; rc == 0 && k < sizeof names / sizeof *names; k++) torch_one(dir, names[k]);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) printf("note: could not remove %s\n", dir);
