@@ -67,9 +67,9 @@ int cx_channel_unit(const cx_channel_groups *cg, int value, int64_t c);
 /* Freezes group k, writing why to log. */
 void cx_channel_group_freeze(cx_channel_groups *cg, int k, FILE *log, const char *why);
 
-/* Freezes the groups that a Conv, Gemm or MatMul outside the selection writes (c's include
- * and exclude globs; without include, every one but the first conv and the classifier, the last
- * Gemm/MatMul), with a line in log for each. */
+/* Freezes the groups that a Conv, Gemm or MatMul outside the selection writes (cx_prune_select:
+ * c's include and exclude globs, by default all but the first conv and the classifier), with a
+ * line in log for each; the selection's errors (a glob matching nothing, nothing to prune). */
 cx_status cx_channel_select(cx_channel_groups *cg, const cx_prune_config *c, FILE *log);
 
 /* Element-wise first-order Taylor scores |w * dL/dw| accumulated over training, one array per

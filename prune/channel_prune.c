@@ -1,6 +1,5 @@
 /* Channel pruning from graph to graph (prune/channel.h): analysis, selection, importance,
  * choice, rewrite, and the numbers before and after. */
-#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,36 +12,18 @@ static bool is_producer(const cx_node *n) {
   return !strcmp(op, "Conv") || !strcmp(op, "Gemm") || !strcmp(op, "MatMul");
 }
 
-static bool matches(const char *name, const char *const *globs, int n) {
-  for (int k = 0; k < n; k++)
-    if (fnmatch(globs[k], name, 0) == 0) return true;
-  return false;
-}
-
-/* Which producers may lose output channels: the include globs, or every Conv, Gemm and MatMul
- * but the first conv and the classifier (the last Gemm/MatMul); then not the exclude globs.
- * The one place channel pruning chooses layers (to become the shared prune selection). */
-static void select_layers(const cx_graph *g, const cx_prune_config *c, bool *sel) {
-  int first = -1, last = -1;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const cx_node *n = &g->nodes[i];
-    if (!is_producer(n)) continue;
-    if (first < 0 && !strcmp(n->op->name, "Conv")) first = i;
-    if (strcmp(n->op->name, "Conv")) last = i;
-  }
-  for (int i = 0; i < g->n_nodes; i++) {
-    const cx_node *n = &g->nodes[i];
-    sel[i] = is_producer(n) &&
-             (c->n_include ? matches(n->name, c->include, c->n_include) : i != first && i != last);
-    if (sel[i] && matches(n->name, c->exclude, c->n_exclude)) sel[i] = false;
-  }
-}
-
 cx_status cx_channel_select(cx_channel_groups *cg, const cx_prune_config *c, FILE *log) {
   const cx_graph *g = cg->g;
+  cx_prune_targets t;
+  CX_TRY(cx_prune_select(g, c, NULL, &t));
   bool *sel = calloc((size_t)g->n_nodes + 1, sizeof *sel);
-  if (!sel) return cx_fail(CX_ERR_NOMEM, "out of memory");
-  select_layers(g, c, sel);
+  if (!sel) {
+    cx_prune_targets_free(&t);
+    return cx_fail(CX_ERR_NOMEM, "out of memory");
+  }
+  for (int k = 0; k < t.n; k++) sel[t.t[k].node] = true;
+  cx_prune_targets_free(&t);
+  /* a group loses channels only when every producer writing it may */
   for (int i = 0; i < g->n_nodes; i++) {
     const cx_node *n = &g->nodes[i];
     if (!is_producer(n) || sel[i]) continue;

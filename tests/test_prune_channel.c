@@ -144,7 +144,7 @@ static cx_graph *check_pruned_with(const char *label, const cx_graph *g, const c
   double *score = calloc((size_t)cg->n_units + 1, sizeof *score);
   bool *keep = calloc((size_t)cg->n_units + 1, sizeof *keep);
   cx_graph *out = NULL, *ref = NULL;
-  if (c->n_include) s = cx_channel_select(cg, c, log);
+  s = cx_channel_select(cg, c, log);
   if (s == CX_OK) s = cx_channel_importance(cg, c->importance, taylor, log, score);
   if (s == CX_OK) s = cx_channel_choose(cg, c, score, keep);
   if (s == CX_OK) s = cx_channel_rewrite(cg, keep, &out);
@@ -237,6 +237,14 @@ static void test_options(void) {
   cx_graph *none = NULL;
   cx_status s = cx_prune_channels(g, &c, NULL, NULL, &none, NULL);
   CHECK(s != CX_OK && !none && strstr(cx_last_error(), "cannot be reached"), "sparsity 0.99: %s",
+        s == CX_OK ? "accepted" : cx_last_error());
+  cx_error_clear();
+  /* the shared selection's errors are channel pruning's: a glob that matches no node */
+  static const char *const nothing[] = {"no_such_layer*"};
+  c = config(0.3);
+  c.include = nothing, c.n_include = 1;
+  s = cx_prune_channels(g, &c, NULL, NULL, &none, NULL);
+  CHECK(s != CX_OK && !none && strstr(cx_last_error(), "no_such_layer"), "unmatched glob: %s",
         s == CX_OK ? "accepted" : cx_last_error());
   cx_error_clear();
   cx_graph_free(g);
