@@ -1,6 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/graph_cost.h"
 #include "../core/op.h"
 #include "../core/graph_shapes.h"
 #include "../import/onnx.h"
@@ -47,7 +48,7 @@ static cx_status analyse(model_report *r) {
   CX_TRY(cx_graph_infer_shapes(r->g, 1, r->one, r->dtype));
   for (int i = 0; i < r->g->n_nodes; i++) {
     r->params[i] = node_params(r->g, &r->g->nodes[i]);
-    r->macs[i] = cx_report_node_macs(r->g, &r->g->nodes[i], r->one, NULL);
+    r->macs[i] = cx_graph_node_macs(r->g, &r->g->nodes[i], r->one, NULL);
     r->total_macs += r->macs[i];
   }
   r->total_params = cx_graph_param_count(r->g);

@@ -37,7 +37,7 @@ typedef struct cx_report_model {
   const char *onnx_path;   /* the exported model, NULL if none */
   double top1, top5;       /* percent on the validation set; NAN: not measured */
   double val_loss;         /* mean cross-entropy on the validation set; NAN: not measured */
-  int64_t params, macs;    /* trainable values, MACs per image (cx_report_cost); -1: unknown */
+  int64_t params, macs;    /* trainable values, MACs per image (cx_graph_measure_cost); -1: unknown */
   int64_t params_nonzero;  /* of the params, those not exactly zero; -1: unknown */
   int64_t macs_effective;  /* MACs whose weight is not exactly zero; -1: unknown */
   int64_t onnx_bytes;      /* -1: no file */
@@ -111,23 +111,6 @@ cx_status cx_report_json(const cx_report *r, FILE *f);
 bool cx_report_summary(const cx_report *r, char *buf, size_t size);
 
 /* ---- measurements ---- */
-
-/* What a model costs, from its graph. Effective MACs skip the multiply-accumulates whose weight
- * (the Conv, Gemm or MatMul operand that is an initializer) is exactly zero, which is what
- * unstructured sparsity saves; a weight computed by other nodes counts as dense. */
-typedef struct cx_report_cost {
-  int64_t params;         /* trainable values (cx_graph_param_count) */
-  int64_t params_nonzero; /* of those, the values not exactly zero */
-  int64_t macs;           /* Conv, Gemm and MatMul multiply-accumulates per sample */
-  int64_t macs_effective; /* those whose weight is not exactly zero */
-} cx_report_cost;
-
-/* Multiply-accumulates of one Conv, Gemm or MatMul node for one sample (0 for other ops), given
- * every value's shape at batch 1; *effective (may be NULL) gets those with a non-zero weight. */
-int64_t cx_report_node_macs(const cx_graph *g, const cx_node *n, const cx_shape *one,
-                            int64_t *effective);
-/* The model's totals (what `compress inspect` and the report show). */
-cx_status cx_report_graph_cost(const cx_graph *g, cx_report_cost *cost);
 
 /* Bytes of the file compressed by zlib in gzip format at level 9 (what Python's
  * gzip.compress(data) gives): how far sparse or repetitive weights would shrink in transit. */

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/graph_cost.h"
 #include "../core/program_input.h"
 #include "../import/onnx.h"
 #include "device.h"
@@ -211,8 +212,8 @@ cx_status cx_report_measure_onnx(cx_report_measurer *ms, const char *path, cx_re
   if (cx_onnx_import(path, &g, NULL) != CX_OK) {
     cx_report_model_fail(m, ours, "not imported", cx_last_error());
   } else {
-    cx_report_cost c;
-    if (cx_report_graph_cost(g, &c) != CX_OK)
+    cx_graph_cost c;
+    if (cx_graph_measure_cost(g, &c) != CX_OK)
       cx_report_model_fail(m, "params params_nonzero macs macs_effective", "no shapes",
                            cx_last_error());
     m->params = c.params, m->params_nonzero = c.params_nonzero;

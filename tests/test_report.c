@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../cli/report.h"
+#include "../core/graph_cost.h"
 #include "../export/onnx_export.h"
 #include "../train/metrics.h"
 #include "check.h"
@@ -42,14 +43,14 @@ static cx_graph *conv_model(int64_t channels, bool half_zero) {
 
 static void test_cost(void) {
   cx_graph *dense = conv_model(4, false), *sparse = conv_model(4, true);
-  cx_report_cost c;
-  CHECK(cx_report_graph_cost(dense, &c) == CX_OK, "%s", cx_last_error());
+  cx_graph_cost c;
+  CHECK(cx_graph_measure_cost(dense, &c) == CX_OK, "%s", cx_last_error());
   CHECK(c.macs == 293 * 4 && c.macs_effective == c.macs && c.params == 23 * 4 &&
         c.params_nonzero == c.params, "dense: %lld (%lld effective) MACs, %lld (%lld) params",
         (long long)c.macs, (long long)c.macs_effective, (long long)c.params,
         (long long)c.params_nonzero);
   /* half of every weight zero: half the MACs and half the parameters are left */
-  CHECK(cx_report_graph_cost(sparse, &c) == CX_OK, "%s", cx_last_error());
+  CHECK(cx_graph_measure_cost(sparse, &c) == CX_OK, "%s", cx_last_error());
   CHECK(c.macs == 293 * 4 && c.macs_effective == 293 * 2 && c.params == 23 * 4 &&
         c.params_nonzero == 23 * 2, "half zero: %lld (%lld effective) MACs, %lld (%lld) params",
         (long long)c.macs, (long long)c.macs_effective, (long long)c.params,
@@ -57,7 +58,7 @@ static void test_cost(void) {
   /* -0.0 is zero too */
   for (int v = 0; v < sparse->n_values; v++)
     if (!strcmp(sparse->values[v].name, "conv.weight")) ((float *)sparse->values[v].init)[0] = -0.0f;
-  CHECK(cx_report_graph_cost(sparse, &c) == CX_OK && c.params_nonzero == 23 * 2,
+  CHECK(cx_graph_measure_cost(sparse, &c) == CX_OK && c.params_nonzero == 23 * 2,
         "-0.0 counted as non-zero: %lld", (long long)c.params_nonzero);
   cx_graph_free(dense);
   cx_graph_free(sparse);
@@ -69,7 +70,7 @@ static void test_cost(void) {
   for (int i = 0; i < 12; i += 2) ((float *)g->values[p].init)[i] = 0;
   int w = cx_graph_op(g, "Relu", "w", &p, 1);
   cx_graph_mark_output(g, cx_graph_op(g, "MatMul", "y", (int[]){x, w}, 2));
-  CHECK(cx_report_graph_cost(g, &c) == CX_OK && c.macs == 12 && c.macs_effective == 12 &&
+  CHECK(cx_graph_measure_cost(g, &c) == CX_OK && c.macs == 12 && c.macs_effective == 12 &&
         c.params == 12 && c.params_nonzero == 6, "computed weight: %lld (%lld) MACs, %lld "
         "non-zero params", (long long)c.macs, (long long)c.macs_effective,
         (long long)c.params_nonzero);

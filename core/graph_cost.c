@@ -1,14 +1,11 @@
-/* What a model costs: parameters and multiply-accumulates, dense and counting only non-zero
- * weights, and how small its file compresses. One cost function, for the report and for
- * `compress inspect`. */
-#include <errno.h>
+/* What a model costs: parameters and multiply-accumulates (core/graph_cost.h). */
+#include "graph_cost.h"
+
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
-#include "../core/op.h"
-#include "../core/graph_shapes.h"
-#include "report.h"
+#include "graph_shapes.h"
+#include "op.h"
 
 /* Elements of an initializer that are not exactly zero (-0.0 is zero). */
 static int64_t nonzero(const cx_value *v) {
@@ -34,8 +31,8 @@ static const cx_value *weight(const cx_graph *g, const cx_node *n) {
   return NULL;
 }
 
-int64_t cx_report_node_macs(const cx_graph *g, const cx_node *n, const cx_shape *one,
-                            int64_t *effective) {
+int64_t cx_graph_node_macs(const cx_graph *g, const cx_node *n, const cx_shape *one,
+                           int64_t *effective) {
   const char *op = n->op->name;
   int64_t macs = 0;
   if (effective) *effective = 0;
@@ -58,8 +55,8 @@ int64_t cx_report_node_macs(const cx_graph *g, const cx_node *n, const cx_shape 
   return macs;
 }
 
-cx_status cx_report_graph_cost(const cx_graph *g, cx_report_cost *cost) {
-  *cost = (cx_report_cost){.params = -1, .params_nonzero = -1, .macs = -1, .macs_effective = -1};
+cx_status cx_graph_measure_cost(const cx_graph *g, cx_graph_cost *cost) {
+  *cost = (cx_graph_cost){.params = -1, .params_nonzero = -1, .macs = -1, .macs_effective = -1};
   size_t nv = (size_t)g->n_values + 1;
   cx_shape *one = calloc(nv, sizeof *one);
   cx_dtype *dtype = calloc(nv, sizeof *dtype);
@@ -68,7 +65,7 @@ cx_status cx_report_graph_cost(const cx_graph *g, cx_report_cost *cost) {
   int64_t macs = 0, effective = 0;
   for (int i = 0; s == CX_OK && i < g->n_nodes; i++) {
     int64_t e;
-    macs += cx_report_node_macs(g, &g->nodes[i], one, &e);
+    macs += cx_graph_node_macs(g, &g->nodes[i], one, &e);
     effective += e;
   }
   free(one);
@@ -77,47 +74,7 @@ cx_status cx_report_graph_cost(const cx_graph *g, cx_report_cost *cost) {
   int64_t nz = 0;
   for (int v = 0; v < g->n_values; v++)
     if (g->values[v].kind == CX_VALUE_PARAM) nz += nonzero(&g->values[v]);
-  *cost = (cx_report_cost){.params = cx_graph_param_count(g), .params_nonzero = nz, .macs = macs,
+  *cost = (cx_graph_cost){.params = cx_graph_param_count(g), .params_nonzero = nz, .macs = macs,
                            .macs_effective = effective};
   return CX_OK;
-}
-
-/* ---- gzip ---- */
-
-/* Deflates the whole stream, counting the output and keeping none of it. */
-static cx_status deflate_count(const char *path, FILE *f, z_stream *z, int64_t *bytes) {
-  unsigned char in[1 << 16], out[1 << 16];
-  int flush = Z_NO_FLUSH, rc = Z_OK;
-  *bytes = 0;
-  while (rc != Z_STREAM_END) {
-    if (z->avail_in == 0 && flush == Z_NO_FLUSH) {
-      size_t n = fread(in, 1, sizeof in, f);
-      if (ferror(f)) return cx_fail(CX_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-      if (n < sizeof in) flush = Z_FINISH;
-      z->next_in = in, z->avail_in = (uInt)n;
-    }
-    z->next_out = out, z->avail_out = sizeof out;
-    rc = deflate(z, flush);
-    if (rc == Z_STREAM_ERROR) return cx_fail(CX_ERR_BACKEND, "%s: zlib deflate failed", path);
-    *bytes += (int64_t)(sizeof out - z->avail_out);
-  }
-  return CX_OK;
-}
-
-cx_status cx_report_gzip_size(const char *path, int64_t *bytes) {
-  *bytes = -1;
-  FILE *f = fopen(path, "rb");
-  if (!f) return cx_fail(CX_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  z_stream z = {0};
-  /* window bits 15 + 16: a gzip header and trailer around the deflate stream */
-  if (deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-    fclose(f);
-    return cx_fail(CX_ERR_NOMEM, "%s: zlib could not start (out of memory)", path);
-  }
-  int64_t n = 0;
-  cx_status s = deflate_count(path, f, &z, &n);
-  deflateEnd(&z);
-  fclose(f);
-  if (s == CX_OK) *bytes = n;
-  return s;
 }

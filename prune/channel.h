@@ -1,0 +1,133 @@
+#ifndef CX_PRUNE_CHANNEL_H
+#define CX_PRUNE_CHANNEL_H
+
+/* Structured channel pruning (docs/prune.md, "Channel pruning"): which channels of a graph must
+ * be removed together (found on the graph, not per architecture), how important each is, which
+ * to remove for a MAC target, and the rewritten graph with smaller tensors.
+ *
+ * The analysis works on channel *elements*: every activation with a channel axis (axis 1) has one
+ * element per channel. Ops tie elements that must go together (union-find); a connected set of
+ * elements is a *unit*, removed or kept as one. Units that occupy the same activations form a
+ * *group* (a convolution's output channels with its BatchNorm and activation; a residual chain);
+ * groups are what importance is normalised over and kept counts are rounded in. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../core/graph.h"
+#include "prune.h"
+
+typedef enum cx_channel_edit_kind {
+  CX_CHANNEL_SLICE,   /* keep the entries of `value` along `axis` whose channel of `by` is kept */
+  CX_CHANNEL_GROUPS,  /* Conv `node`: `group` becomes the number of groups of output `by` left */
+  CX_CHANNEL_RESHAPE, /* Reshape target `value`: entry 1 becomes the kept channels of `by` */
+} cx_channel_edit_kind;
+
+/* One change the rewrite makes to an initializer or attribute, recorded by the analysis. */
+typedef struct cx_channel_edit {
+  cx_channel_edit_kind kind;
+  int node;  /* the node that reads it */
+  int value; /* initializer (SLICE, RESHAPE); -1 for GROUPS */
+  int axis;  /* SLICE */
+  int by;    /* the activation whose kept channels select */
+} cx_channel_edit;
+
+typedef struct cx_channel_group {
+  int first, n; /* its units: unit_order[first .. first + n) */
+  bool frozen;  /* an element of it is frozen: nothing of it is removed */
+  int producer; /* a Conv/Gemm/MatMul node writing it (its name in logs), or -1 */
+} cx_channel_group;
+
+typedef struct cx_channel_groups {
+  const cx_graph *g;
+  int64_t *channels;   /* per value: channels tracked (axis 1 of an activation), 0 for none */
+  int64_t *elem_start; /* per value: its first element */
+  int64_t n_elems;
+  int *elem_unit; /* per element: its unit */
+  int n_units;
+  int *unit_group; /* per unit */
+  int *unit_order; /* units ordered by group */
+  int n_groups;
+  cx_channel_group *groups;
+  cx_channel_edit *edits;
+  int n_edits, cap_edits;
+  int n_frozen_nodes; /* nodes the analysis did not understand */
+  int64_t *node_macs; /* per node: dense MACs per sample (core/graph_cost.h) */
+  int64_t macs;       /* their sum */
+} cx_channel_groups;
+
+/* The analysis (channel_groups.c). Every node the analysis does not understand freezes the
+ * channels it touches and writes one line to log (may be NULL) naming it; graph inputs and
+ * outputs are frozen. */
+cx_status cx_channel_groups_build(const cx_graph *g, FILE *log, cx_channel_groups **out);
+void cx_channel_groups_free(cx_channel_groups *cg);
+/* The unit of channel c of value v, or -1 when v has no tracked channels. */
+int cx_channel_unit(const cx_channel_groups *cg, int value, int64_t c);
+/* Freezes group k, writing why to log. */
+void cx_channel_group_freeze(cx_channel_groups *cg, int k, FILE *log, const char *why);
+
+/* Freezes the groups that a Conv, Gemm or MatMul outside the selection writes (cx_prune_select:
+ * c's include and exclude globs, by default all but the first conv and the classifier), with a
+ * line in log for each; the selection's errors (a glob matching nothing, nothing to prune). */
+cx_status cx_channel_select(cx_channel_groups *cg, const cx_prune_config *c, FILE *log);
+
+/* Element-wise first-order Taylor scores |w * dL/dw| accumulated over training, one array per
+ * parameter (named as in the graph, as many floats as the parameter has elements). */
+typedef struct cx_prune_scores {
+  int n;
+  const char *const *names;
+  const float *const *values;
+} cx_prune_scores;
+
+/* A trainer extension accumulating Taylor scores (channel_taylor.c): as each parameter's
+ * gradient is final (grad_ready, every micro-batch), |w * dL/dw| is added element by element,
+ * read through the backend's copies. The sums are its checkpoint state, so a resumed run goes
+ * on from them. cx_channel_taylor_scores is valid while t lives and names the parameters as the
+ * training program does (the model's names). */
+typedef struct cx_channel_taylor cx_channel_taylor;
+cx_status cx_channel_taylor_new(cx_channel_taylor **out);
+cx_train_ext cx_channel_taylor_ext(cx_channel_taylor *t);
+const cx_prune_scores *cx_channel_taylor_scores(const cx_channel_taylor *t);
+void cx_channel_taylor_free(cx_channel_taylor *t);
+
+/* Importance of every unit (channel_importance.c), score[n_units]: L1 or L2 norms of the
+ * producing filters summed over every producer of the unit, BN |gamma| summed over its
+ * BatchNorms (a group without one is ranked by L1, with a line in the log), or Taylor summed
+ * over the producing filters' elements (taylor required). Frozen units score 0. */
+cx_status cx_channel_importance(const cx_channel_groups *cg, cx_prune_importance importance,
+                                const cx_prune_scores *taylor, FILE *log, double *score);
+
+/* MACs per sample of the graph with only the units keep[] marks (channel_choose.c): the MAC
+ * count of core/graph_cost.h, scaled node by node by the fraction of input and output channels
+ * kept, which is exact for Conv, Gemm and MatMul. */
+int64_t cx_channel_macs(const cx_channel_groups *cg, const bool *keep);
+
+/* Chooses keep[n_units] so that the MACs fall to at most (1 - sparsity) of the dense count
+ * (channel_choose.c): global scope ranks all units by score normalised by their group's mean
+ * score and removes the lowest first; layer scope removes the same fraction of every group.
+ * At least max(1, round_to) units of each pruned group stay, and a pruned group keeps a multiple
+ * of round_to. Fails naming the reachable sparsity when the target cannot be met. */
+cx_status cx_channel_choose(const cx_channel_groups *cg, const cx_prune_config *c,
+                            const double *score, bool *keep);
+
+/* The rewritten graph (channel_rewrite.c): a clone with every edit applied for keep[]; it is
+ * validated and its shapes inferred before it is returned. */
+cx_status cx_channel_rewrite(const cx_channel_groups *cg, const bool *keep, cx_graph **out);
+
+typedef struct cx_prune_channel_stats {
+  int64_t macs_before, macs_after; /* core/graph_cost.h, per sample */
+  int64_t params_before, params_after;
+  int64_t channels_before, channels_after; /* units */
+  int groups, groups_pruned, groups_frozen;
+  int nodes_frozen; /* nodes the analysis did not understand */
+} cx_prune_channel_stats;
+
+/* The whole of channel pruning: analysis, the include/exclude selection (a group is pruned only
+ * when every Conv/Gemm/MatMul writing it is selected), importance, choice and rewrite. taylor:
+ * NULL unless c->importance is CX_IMPORTANCE_TAYLOR. log may be NULL; st may be NULL. */
+cx_status cx_prune_channels(const cx_graph *g, const cx_prune_config *c,
+                            const cx_prune_scores *taylor, FILE *log, cx_graph **out,
+                            cx_prune_channel_stats *st);
+
+#endif
