@@ -16,6 +16,7 @@
 #include "onnx_common.h"
 #include "prune_args.h"
 #include "prune_config.h"
+#include "../core/graph_cost.h"
 #include "report.h"
 #include "train_common.h"
 
@@ -64,7 +65,7 @@ static cx_status fine_tune(const cx_prune_args *a, cx_train_config *tc, const cx
   return st;
 }
 
-static void print_cost(const char *what, const cx_report_cost *k) {
+static void print_cost(const char *what, const cx_graph_cost *k) {
   printf("%s: %lld parameters (%lld non-zero, %.1f%% sparse), %.2fM MACs (%.2fM effective)\n",
          what, (long long)k->params, (long long)k->params_nonzero,
          k->params ? 100.0 * (double)(k->params - k->params_nonzero) / (double)k->params : 0.0,
@@ -72,8 +73,8 @@ static void print_cost(const char *what, const cx_report_cost *k) {
 }
 
 static void print_cost_of(const char *what, const cx_graph *g) {
-  cx_report_cost k;
-  if (cx_report_graph_cost(g, &k) == CX_OK) print_cost(what, &k);
+  cx_graph_cost k;
+  if (cx_graph_measure_cost(g, &k) == CX_OK) print_cost(what, &k);
 }
 
 static cx_status prune_model(cx_prune_args *a) {
@@ -82,9 +83,9 @@ static cx_status prune_model(cx_prune_args *a) {
   cx_cli_prune pc;
   cx_train_config tc;
   CX_TRY(cx_cli_load_model(a->model, &g, &info));
-  cx_report_cost before = {0};
+  cx_graph_cost before = {0};
   cx_status st = cx_prune_args_read(a, &info, &pc, &tc);
-  if (st == CX_OK) st = cx_report_graph_cost(g, &before);
+  if (st == CX_OK) st = cx_graph_measure_cost(g, &before);
   if (st == CX_OK && pc.c.importance == CX_IMPORTANCE_TAYLOR)
     st = cx_fail(CX_ERR_UNSUPPORTED, "--importance taylor: the Taylor scores are not gathered "
                  "by compress prune yet; use l1, l2 or bn");
