@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, and runs the quick pipeline example: a ResNet-20 teacher, a
-# MobileNetV2-0.5 student from scratch and the same student distilled from the teacher, on
+# MobileNetV2-0.5 student from scratch, the same student distilled from the teacher and then
+# channel-pruned to half its MACs, on
 # Fashion-MNIST (examples/fashion_mnist/pipeline.toml). Prints where the report is.
 # Pass --out DIR (or any other `compress pipeline` option) to change the run.
 set -euo pipefail
