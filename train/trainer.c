@@ -461,6 +461,12 @@ static cx_status restore(run *r) {
     return cx_fail(CX_ERR_ARG, "%s: its data position (epoch %lld, batch %lld) is not one of "
                    "this run (%lld epochs of %lld batches)", o->resume_from, (long long)m.epoch,
                    (long long)m.batch, (long long)o->epochs, (long long)end);
+  /* every step takes accum_steps batches: a step that disagrees with the position is damage */
+  if (m.step != m.epoch * r->per_epoch + m.batch / o->accum_steps)
+    return cx_fail(CX_ERR_ARG, "%s: its step %lld does not match its data position (epoch %lld, "
+                   "batch %lld is step %lld of this run)", o->resume_from, (long long)m.step,
+                   (long long)m.epoch, (long long)m.batch,
+                   (long long)(m.epoch * r->per_epoch + m.batch / o->accum_steps));
   if (r->loss_seed) {
     r->scaler.scale = (float)r->scaler_state[0];
     r->scaler.good_steps = (int)r->scaler_state[1];
