@@ -109,11 +109,9 @@ static void test_roundtrip(void) {
 /* ---- Fashion-MNIST and h5py ---- */
 
 static int run_python(const char *script, const char *arg) {
-  /* Debian's h5py and numpy come first: a newer numpy from pip (which onnxruntime pulls in) is
-   * not binary-compatible with Debian's h5py. */
+  /* the tests' venv holds numpy below 2, which Debian's h5py is built for */
   char cmd[8192];
-  snprintf(cmd, sizeof cmd, "PYTHONPATH=/usr/lib/python3/dist-packages /usr/bin/python3 -c \"%s\" "
-           "'%s' '%s'", script, dir, arg);
+  snprintf(cmd, sizeof cmd, CX_PYTHON " -c \"%s\" '%s' '%s'", script, dir, arg);
   return system(cmd);
 }
 

@@ -35,7 +35,7 @@ static double value_of(cx_dtype t, int64_t i) {
 
 static int run_python(const char *script) {
   char cmd[8192];
-  snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"%s\" '%s'", script, dir);
+  snprintf(cmd, sizeof cmd, CX_PYTHON " -c \"%s\" '%s'", script, dir);
   int rc = system(cmd);
   CHECK(rc == 0, "python3 with numpy failed (exit %d) - numpy is required: run "
         "scripts/install-deps.sh (python3-numpy)", rc);

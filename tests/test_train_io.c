@@ -44,8 +44,8 @@ static bool no_temporaries(void) {
   return clean;
 }
 
-/* Runs a Python script (written to the test folder) with arguments; its exit status. Debian's
- * numpy and h5py come first, as in test_data. */
+/* Runs a Python script (written to the test folder) with arguments, with the tests' Python
+ * (CX_PYTHON); its exit status. */
 static int run_python(const char *name, const char *script, const char *args) {
   const char *file = path_of(name);
   FILE *f = fopen(file, "w");
@@ -53,8 +53,7 @@ static int run_python(const char *name, const char *script, const char *args) {
   fputs(script, f);
   fclose(f);
   char cmd[2048];
-  snprintf(cmd, sizeof cmd, "PYTHONPATH=/usr/lib/python3/dist-packages /usr/bin/python3 '%s' %s",
-           file, args);
+  snprintf(cmd, sizeof cmd, CX_PYTHON " '%s' %s", file, args);
   return system(cmd);
 }
 
