@@ -227,6 +227,14 @@ static cx_status check_stored(const cx_dataset *d, hid_t ds, const char *name, i
                   name, (unsigned long long)(logical / elem), (unsigned long long)want,
                   (unsigned long long)have);
   }
+  hsize_t file_bytes = 0;
+  if (H5Fget_filesize(d->file, &file_bytes) < 0)
+    return cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Fget_filesize");
+  /* the storage HDF5 reports is what the file's metadata claims: it too must fit in the file */
+  if (s == CX_OK && stored > file_bytes)
+    s = cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' claims %llu bytes of storage, but the file has "
+                "%llu (a truncated or damaged file)", d->path, name, (unsigned long long)stored,
+                (unsigned long long)file_bytes);
   if (s == CX_OK && (!chunked || nf == 0) && stored < logical)
     s = cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' declares %llu bytes, but the file holds %llu of "
                 "them (a truncated or damaged file)", d->path, name,

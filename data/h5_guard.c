@@ -62,14 +62,19 @@ static uint64_t le(const unsigned char *p, int n) {
 bool cx_h5_gheap_ok(const unsigned char *buf, size_t len) {
   if (len < GH_HDR) return true; /* HDF5 reads no objects from a block this short */
   uint64_t size = le(buf + 8, 8);
-  size_t end = size < len ? (size_t)size : len, p = GH_HDR;
+  /* HDF5 first reads 4 KiB of a collection, then the size it states: the walk is made on that
+   * whole read, which is what the deserializer gets */
+  if (size > len) return true;
+  size_t end = (size_t)size, p = GH_HDR;
   while (p < end && end - p >= GH_OBJHDR) {
     unsigned idx = (unsigned)le(buf + p, 2);
     uint64_t obj = le(buf + p + 8, 8);
-    if (idx && obj > UINT64_MAX - GH_OBJHDR - 7) return true; /* steps past the end: HDF5 stops */
+    /* an object that runs past the collection: H5HG_read would copy its stated size out of
+     * the heap (past the end of the block, into a buffer sized by the reference) */
+    if (idx && obj > end - p - GH_OBJHDR) return false;
     uint64_t need = idx ? GH_OBJHDR + ((obj + 7) & ~(uint64_t)7) : obj;
     if (need == 0) return false;
-    if (need > end - p) return true;
+    if (need > end - p) return true; /* the padding or the free space runs over: HDF5 stops */
     p += (size_t)need;
   }
   return true;
@@ -181,7 +186,7 @@ static herr_t guard_read(H5FD_t *f, H5FD_mem_t type, hid_t dxpl, haddr_t addr, s
    * looked at; only one that starts like a collection is walked */
   if (is_gheap(p, size) && !cx_h5_gheap_ok(p, size)) {
     push(H5E_BADVALUE, __func__, "damaged global heap collection (a free-space object of size "
-         "0): refused, as libhdf5 1.10 would loop on it");
+         "0, or an object past its end): refused, as libhdf5 1.10 would loop or overrun on it");
     return -1;
   }
   return 0;

@@ -9,7 +9,8 @@
  *   - Every block HDF5 reads that is a global heap collection (the variable-length strings of
  *     attributes and of /class_names live there) is walked as libhdf5's deserializer walks it;
  *     a collection whose walk would not advance (a free-space object of size 0, where
- *     H5HG__cache_heap_deserialize loops forever) fails the read instead. */
+ *     H5HG__cache_heap_deserialize loops forever), or with an object that runs past its end
+ *     (H5HG_read would copy that many bytes), fails the read instead. */
 
 #include <hdf5.h>
 #include <stdbool.h>

@@ -4,6 +4,7 @@
  * reaches: the HDF5 structure (through the guard driver), the meta checks (format, counts), and
  * every tensor's name, stored type, dtype label, shape and values. Other inputs test the header
  * checks. The bytes are written to a file in the working directory, since HDF5 reads files. */
+#include <hdf5.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,28 @@ static void reseal(uint8_t *b, size_t n) {
   for (int i = 0; i < 4; i++) b[24 + i] = (uint8_t)(c >> (8 * i));
   c = cx_crc32c(b, 28);
   for (int i = 0; i < 4; i++) b[28 + i] = (uint8_t)(c >> (8 * i));
+}
+
+/* libhdf5 1.10 leaks a little on some of its own error paths (H5Fopen of a file whose root
+ * object header is damaged loses 112 bytes inside H5C_protect): not ours to fix, and not a
+ * finding, when the leak check is turned on (-detect_leaks=1 after the flag added below). */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) { return "leak:libhdf5_serial.so\n"; }
+
+/* Every H5Fopen callocs HDF5's metadata cache (megabytes), so the leak check libFuzzer makes after
+ * each input that HDF5's own leaks set off costs more than the input: it is turned off here
+ * (flags are parsed after this hook); ASan's other checks and UBSan stay on. */
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  static char *args[256];
+  static char off[] = "-detect_leaks=0";
+  int n = 0;
+  for (; n < *argc && n < 254; n++) args[n] = (*argv)[n];
+  args[n++] = off;
+  args[n] = NULL;
+  *argc = n;
+  *argv = args;
+  return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -52,5 +75,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   cx_checkpoint_load(path, NULL, &meta, 2, names, p, 4, snames, s);
   cx_checkpoint_load(path, "sha256:fuzz", NULL, 2, names, p, 0, NULL, NULL);
   unlink(path);
+  H5garbage_collect(); /* HDF5's free lists would otherwise grow over millions of runs */
   return 0;
 }

@@ -57,6 +57,10 @@ static void test_limits(void) {
                  "num_classes 2^40");
   expect_refused(fixture("h5_declared_2e40_images.h5"), "the file holds 0 of those chunks",
                  "2^40 images declared, none stored");
+  /* found by fuzz_dataset: a heap object larger than its collection, which H5HG_read copied
+   * out whole (an ASan memcpy overlap, a heap overrun in a plain build) */
+  expect_refused(fixture("fuzz_dataset_gheap_overrun.h5"), "damaged global heap collection",
+                 "a global heap object past the collection's end");
 }
 
 /* ---- non-regular files ---- */
@@ -167,8 +171,10 @@ static void test_gheap_walk(void) {
   CHECK(cx_h5_gheap_ok(c, sizeof c), "a valid collection refused");
   c[48] = 0;
   CHECK(!cx_h5_gheap_ok(c, sizeof c), "a free space of size 0 accepted");
-  c[48] = 24, c[24] = 0xff, c[31] = 0xff; /* an object past the end: HDF5's walk ends */
-  CHECK(cx_h5_gheap_ok(c, sizeof c), "an oversized object refused");
+  c[48] = 24, c[24] = 0xff, c[31] = 0x80; /* an object of 2^63 bytes: H5HG_read copies it */
+  CHECK(!cx_h5_gheap_ok(c, sizeof c), "an object past the end accepted");
+  c[24] = 32, c[31] = 0; /* exactly to the end: no free space left */
+  CHECK(cx_h5_gheap_ok(c, sizeof c), "an object filling the collection refused");
 }
 
 int main(void) {

@@ -826,6 +826,16 @@ static void test_hostile(void) {
   CHECK(save(file, &a) == CX_OK, "%s", cx_last_error());
   expect_hostile(file, "an infinite bf16 state", "'bf'", false);
   bf[1] = keep;
+  /* found by fuzz_checkpoint (which reseals its inputs): a heap object of 2^63 bytes behind a
+   * string attribute, which H5HG_read copied out */
+  char fz[600];
+  snprintf(fz, sizeof fz, "%s", path_of("fuzz_overrun.h5"));
+  FILE *in = fopen(CX_FIXTURES "/bad/fuzz_checkpoint_gheap_overrun.h5", "rb"), *out = fopen(fz, "wb");
+  for (int c; in && out && (c = fgetc(in)) != EOF;) fputc(c, out);
+  if (in) fclose(in);
+  if (out) fclose(out);
+  CHECK(in && reseal(fz), "could not copy the fuzz finding");
+  expect_hostile(fz, "a global heap object past its collection", "damaged global heap", false);
   /* a FIFO where the checkpoint should be: refused before anything blocks on it */
   const char *fifo = path_of("ck_fifo");
   CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
