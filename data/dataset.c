@@ -33,6 +33,18 @@ static char *dup_n(const char *s, size_t n) {
   return r;
 }
 
+/* One element: H5Aread writes every element of the attribute's dataspace into the one value we
+ * give it (a hostile [2^40] attribute would overrun it, or make HDF5 fill terabytes). */
+static cx_status check_scalar(const cx_dataset *d, hid_t a, const char *name) {
+  hid_t sp = H5Aget_space(a);
+  hssize_t n = sp < 0 ? -1 : H5Sget_simple_extent_npoints(sp);
+  if (sp >= 0) H5Sclose(sp);
+  if (n != 1)
+    return cx_fail(CX_ERR_FORMAT, "%s: attribute '%s' must hold one value, found %lld", d->path,
+                   name, (long long)n);
+  return CX_OK;
+}
+
 /* A scalar string attribute of the root, or NULL (absent or not a string). */
 static cx_status read_str_attr(const cx_dataset *d, const char *name, char **out) {
   *out = NULL;
@@ -42,8 +54,9 @@ static cx_status read_str_attr(const cx_dataset *d, const char *name, char **out
   hid_t a = H5Aopen(d->file, name, H5P_DEFAULT);
   if (a < 0) return cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Aopen");
   hid_t ft = H5Aget_type(a), mt = -1;
-  cx_status s = CX_OK;
-  if (ft < 0) s = cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Aget_type");
+  cx_status s = check_scalar(d, a, name);
+  if (s != CX_OK) {
+  } else if (ft < 0) s = cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Aget_type");
   else if (H5Tget_class(ft) == H5T_STRING) {
     mt = H5Tcopy(H5T_C_S1);
     H5Tset_cset(mt, H5Tget_cset(ft)); /* HDF5 converts no strings between ASCII and UTF-8 */
@@ -79,8 +92,9 @@ static cx_status read_int_attr(const cx_dataset *d, const char *name, int64_t *v
   hid_t a = H5Aopen(d->file, name, H5P_DEFAULT);
   if (a < 0) return cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Aopen");
   hid_t ft = H5Aget_type(a);
-  cx_status s = CX_OK;
-  if (ft < 0 || H5Tget_class(ft) != H5T_INTEGER)
+  cx_status s = check_scalar(d, a, name);
+  if (s != CX_OK) {
+  } else if (ft < 0 || H5Tget_class(ft) != H5T_INTEGER)
     s = cx_fail(CX_ERR_FORMAT, "%s: attribute '%s' must be an integer", d->path, name);
   else if (H5Aread(a, H5T_NATIVE_INT64, v) < 0)
     s = cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Aread");

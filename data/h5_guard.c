@@ -73,8 +73,9 @@ bool cx_h5_gheap_ok(const unsigned char *buf, size_t len) {
      * the heap (past the end of the block, into a buffer sized by the reference) */
     if (idx && obj > end - p - GH_OBJHDR) return false;
     uint64_t need = idx ? GH_OBJHDR + ((obj + 7) & ~(uint64_t)7) : obj;
-    if (need == 0) return false;
-    if (need > end - p) return true; /* the padding or the free space runs over: HDF5 stops */
+    /* a step of 0 never ends; one past the end makes libhdf5's pointer wrap around (it adds
+     * the size to the object's address), which can loop as well */
+    if (need == 0 || need > end - p) return false;
     p += (size_t)need;
   }
   return true;
@@ -159,6 +160,28 @@ static herr_t guard_get_handle(H5FD_t *f, hid_t fapl, void **handle) {
   return 0;
 }
 
+/* The collection whose first `size` bytes HDF5 read into p, walked whole: HDF5 reads the first
+ * 4 KiB of a collection, then only the rest of it, so a collection larger than the first read
+ * is read here in full (bytes past the end of the file as zeros, as HDF5 gets them). */
+static bool whole_gheap_ok(guard_file *g, haddr_t addr, const unsigned char *p, size_t size) {
+  uint64_t stated = le(p + 8, 8);
+  if (stated <= size) return cx_h5_gheap_ok(p, size);
+  if (stated > g->eoa - addr) return true; /* HDF5's read of the rest fails: nothing to walk */
+  if (stated > ((uint64_t)1 << 28)) return false; /* no string heap of ours is near 256 MiB */
+  unsigned char *b = calloc(1, (size_t)stated);
+  if (!b) return false;
+  size_t done = 0;
+  while (done < stated) {
+    ssize_t n = pread(g->fd, b + done, (size_t)stated - done, (off_t)(addr + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += (size_t)n;
+  }
+  bool ok = cx_h5_gheap_ok(b, (size_t)stated);
+  free(b);
+  return ok;
+}
+
 /* Reads past the end of the file give zeros, as in sec2; past the end of the address space
  * HDF5 allocated (eoa) is an error. */
 static herr_t guard_read(H5FD_t *f, H5FD_mem_t type, hid_t dxpl, haddr_t addr, size_t size,
@@ -184,7 +207,7 @@ static herr_t guard_read(H5FD_t *f, H5FD_mem_t type, hid_t dxpl, haddr_t addr, s
   memset(p + done, 0, size - done);
   /* global heaps are read as raw data (H5F_block_read maps GHEAP to DRAW), so every block is
    * looked at; only one that starts like a collection is walked */
-  if (is_gheap(p, size) && !cx_h5_gheap_ok(p, size)) {
+  if (is_gheap(p, size) && !whole_gheap_ok(g, addr, p, size)) {
     push(H5E_BADVALUE, __func__, "damaged global heap collection (a free-space object of size "
          "0, or an object past its end): refused, as libhdf5 1.10 would loop or overrun on it");
     return -1;

@@ -232,9 +232,15 @@ static cx_status read_count(const char *path, hid_t f, const char *name, uint64_
 /* A scalar string attribute (variable or fixed length) into buf[size], cut to fit. */
 static cx_status read_attr_str(const char *path, hid_t a, const char *name, char *buf,
                                size_t size) {
-  hid_t ft = H5Aget_type(a), mt = H5Tcopy(H5T_C_S1);
+  hid_t ft = H5Aget_type(a), mt = H5Tcopy(H5T_C_S1), sp = H5Aget_space(a);
+  /* one element: H5Aread writes all of them into the one string */
+  hssize_t n = sp < 0 ? -1 : H5Sget_simple_extent_npoints(sp);
+  if (sp >= 0) H5Sclose(sp);
   cx_status s = CX_OK;
-  if (ft < 0 || mt < 0 || H5Tget_class(ft) != H5T_STRING) {
+  if (n != 1) {
+    s = cx_fail(CX_ERR_FORMAT, "%s: attribute '%s' must hold one string, found %lld", path, name,
+                (long long)n);
+  } else if (ft < 0 || mt < 0 || H5Tget_class(ft) != H5T_STRING) {
     s = cx_fail(CX_ERR_FORMAT, "%s: attribute '%s' must be a string", path, name);
   } else if (H5Tset_cset(mt, H5Tget_cset(ft)) < 0) {
     s = h5_fail(CX_ERR_FORMAT, path, name, "H5Tset_cset");
