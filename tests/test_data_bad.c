@@ -67,6 +67,29 @@ static void test_limits(void) {
                  "a collection over 4 KiB whose walk would loop");
 }
 
+/* A valid small data set whose root attribute `name` is then made a [2] array: H5Aread would
+ * write both elements into the one value the reader holds (found by fuzz_dataset). */
+static void test_array_attr(void) {
+  const char *p = path_of("arr.h5");
+  hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hsize_t d4[4] = {2, 2, 2, 1}, d1 = 2, two = 2;
+  uint8_t px[8] = {0};
+  int64_t lab[2] = {0, 1}, k[2] = {2, 2};
+  hid_t sp = H5Screate_simple(4, d4, NULL);
+  hid_t ds = H5Dcreate2(f, "images", H5T_STD_U8LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(ds, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, px);
+  H5Dclose(ds), H5Sclose(sp);
+  sp = H5Screate_simple(1, &d1, NULL);
+  ds = H5Dcreate2(f, "labels", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, lab);
+  H5Dclose(ds), H5Sclose(sp);
+  sp = H5Screate_simple(1, &two, NULL);
+  hid_t a = H5Acreate2(f, "num_classes", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, H5T_NATIVE_INT64, k);
+  H5Aclose(a), H5Sclose(sp), H5Fclose(f);
+  expect_refused(p, "'num_classes' must hold one value, found 2", "an array attribute");
+}
+
 /* ---- non-regular files ---- */
 
 static void test_fifo(void) {
@@ -185,6 +208,7 @@ int main(void) {
   snprintf(dir, sizeof dir, "/tmp/cx_test_data_bad_XXXXXX");
   if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
   test_limits();
+  test_array_attr();
   test_fifo();
   test_heap();
   test_gheap_walk();
