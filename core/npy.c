@@ -288,14 +288,26 @@ static cx_status read_payload(FILE *f, const char *path, cx_dtype dtype, const c
     return cx_fail(CX_ERR_FORMAT, "%s: truncated data: shape %s of %s needs %zu bytes, the file "
                    "holds %zu", path, cx_shape_str(shape, sb), cx_dtype_name(dtype), bytes, avail);
   }
+  /* the data must end the file: bytes after it mean the header or the shape is wrong (a v2/v3
+   * header length shorter than the header leaves the rest of the header in front of the data) */
+  size_t extra = file_remaining(f);
+  if (extra == SIZE_MAX) extra = fgetc(f) != EOF;
+  if (extra) {
+    char sb[CX_SHAPE_STR];
+    free(p);
+    return cx_fail(CX_ERR_FORMAT, "%s: %zu byte(s) after the data (shape %s of %s is %zu bytes): "
+                   "the header's length or shape does not match the file", path, extra,
+                   cx_shape_str(shape, sb), cx_dtype_name(dtype), bytes);
+  }
   if (dtype == CX_BOOL)
     for (size_t i = 0; i < bytes; i++) p[i] = p[i] != 0;
   *data = p;
   return CX_OK;
 }
 
-static cx_status read_open(FILE *f, const char *path, cx_dtype *dtype, cx_shape *shape,
-                           void **data) {
+cx_status cx_npy_read_stream(FILE *f, const char *path, cx_dtype *dtype, cx_shape *shape,
+                             void **data) {
+  *data = NULL;
   char *text = NULL;
   CX_TRY(read_header(f, path, &text));
   npy_header h;
@@ -317,7 +329,7 @@ cx_status cx_npy_read(const char *path, cx_dtype *dtype, cx_shape *shape, void *
   *data = NULL;
   FILE *f = fopen(path, "rb");
   if (!f) return cx_fail(CX_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  cx_status s = read_open(f, path, dtype, shape, data);
+  cx_status s = cx_npy_read_stream(f, path, dtype, shape, data);
   fclose(f);
   return s;
 }

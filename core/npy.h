@@ -1,6 +1,8 @@
 #ifndef CX_NPY_H
 #define CX_NPY_H
 
+#include <stdio.h>
+
 #include "dtype.h"
 #include "status.h"
 #include "tensor.h"
@@ -13,6 +15,10 @@
 /* *data is malloc'ed (at least one byte, even for empty arrays); the caller frees it. Bool
  * elements are stored as 0/1 bytes. On failure nothing is allocated. */
 cx_status cx_npy_read(const char *path, cx_dtype *dtype, cx_shape *shape, void **data);
+/* The same from an open stream positioned at the start of the file (which must end where the
+ * data does); path names it in messages. */
+cx_status cx_npy_read_stream(FILE *f, const char *path, cx_dtype *dtype, cx_shape *shape,
+                             void **data);
 
 /* Writes version 1.0 (2.0 when the header does not fit). The file is written as
  * "<path>.tmp.<pid>" and renamed over path once complete, so path never holds a half file. */

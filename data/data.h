@@ -19,6 +19,10 @@
 #define CX_DATA_FORMAT_VERSION 1
 #define CX_DATA_MAX_PARTS 16
 #define CX_DATA_PART_NAME 64
+/* Sane limits a file is held to (docs/data.md): classes (the classifier head and the soft
+ * targets are [batch, classes]) and the height and width of an image. */
+#define CX_DATA_MAX_CLASSES (1 << 20)
+#define CX_DATA_MAX_SIDE (1 << 16)
 
 /* ---- reading ---- */
 

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "h5_guard.h"
 #include "internal.h"
 
 enum { N_ATTRS = 3 };
@@ -32,6 +33,18 @@ static char *dup_n(const char *s, size_t n) {
   return r;
 }
 
+/* One element: H5Aread writes every element of the attribute's dataspace into the one value we
+ * give it (a hostile [2^40] attribute would overrun it, or make HDF5 fill terabytes). */
+static cx_status check_scalar(const cx_dataset *d, hid_t a, const char *name) {
+  hid_t sp = H5Aget_space(a);
+  hssize_t n = sp < 0 ? -1 : H5Sget_simple_extent_npoints(sp);
+  if (sp >= 0) H5Sclose(sp);
+  if (n != 1)
+    return cx_fail(CX_ERR_FORMAT, "%s: attribute '%s' must hold one value, found %lld", d->path,
+                   name, (long long)n);
+  return CX_OK;
+}
+
 /* A scalar string attribute of the root, or NULL (absent or not a string). */
 static cx_status read_str_attr(const cx_dataset *d, const char *name, char **out) {
   *out = NULL;
@@ -41,8 +54,9 @@ static cx_status read_str_attr(const cx_dataset *d, const char *name, char **out
   hid_t a = H5Aopen(d->file, name, H5P_DEFAULT);
   if (a < 0) return cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Aopen");
   hid_t ft = H5Aget_type(a), mt = -1;
-  cx_status s = CX_OK;
-  if (ft < 0) s = cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Aget_type");
+  cx_status s = check_scalar(d, a, name);
+  if (s != CX_OK) {
+  } else if (ft < 0) s = cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Aget_type");
   else if (H5Tget_class(ft) == H5T_STRING) {
     mt = H5Tcopy(H5T_C_S1);
     H5Tset_cset(mt, H5Tget_cset(ft)); /* HDF5 converts no strings between ASCII and UTF-8 */
@@ -78,8 +92,9 @@ static cx_status read_int_attr(const cx_dataset *d, const char *name, int64_t *v
   hid_t a = H5Aopen(d->file, name, H5P_DEFAULT);
   if (a < 0) return cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Aopen");
   hid_t ft = H5Aget_type(a);
-  cx_status s = CX_OK;
-  if (ft < 0 || H5Tget_class(ft) != H5T_INTEGER)
+  cx_status s = check_scalar(d, a, name);
+  if (s != CX_OK) {
+  } else if (ft < 0 || H5Tget_class(ft) != H5T_INTEGER)
     s = cx_fail(CX_ERR_FORMAT, "%s: attribute '%s' must be an integer", d->path, name);
   else if (H5Aread(a, H5T_NATIVE_INT64, v) < 0)
     s = cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Aread");
@@ -188,6 +203,60 @@ static cx_status open_checked(cx_dataset *d, const char *name, int rank, bool u8
   return s;
 }
 
+/* Every element of ds (dims[0..rank), elem bytes each) must be in the file: a contiguous dataset
+ * stores them all, a chunked one has every chunk written (and, unfiltered, the bytes of all of
+ * them). HDF5 reads chunks that were never written as zeros, so without this a few bytes of
+ * header could declare 2^40 images, which we would then allocate and read. */
+static cx_status check_stored(const cx_dataset *d, hid_t ds, const char *name, int rank,
+                              const hsize_t *dims, size_t elem) {
+  uint64_t logical = elem;
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] && logical > UINT64_MAX / dims[i]) logical = UINT64_MAX;
+    else logical *= dims[i];
+  }
+  if (logical == 0) return CX_OK;
+  hid_t dcpl = H5Dget_create_plist(ds);
+  if (dcpl < 0) return cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Dget_create_plist");
+  H5D_layout_t layout = H5Pget_layout(dcpl);
+  hsize_t chunk[4] = {0};
+  int nf = H5Pget_nfilters(dcpl);
+  bool chunked = layout == H5D_CHUNKED && H5Pget_chunk(dcpl, rank, chunk) == rank;
+  H5Pclose(dcpl);
+  uint64_t stored = H5Dget_storage_size(ds);
+  cx_status s = CX_OK;
+  if (chunked) {
+    uint64_t want = 1;
+    for (int i = 0; i < rank && chunk[i]; i++) {
+      uint64_t k = dims[i] / chunk[i] + (dims[i] % chunk[i] != 0);
+      want = k && want > UINT64_MAX / k ? UINT64_MAX : want * k;
+    }
+    hsize_t have = 0;
+    hid_t sp = H5Dget_space(ds);
+    herr_t e = sp < 0 ? -1 : H5Dget_num_chunks(ds, sp, &have);
+    if (sp >= 0) H5Sclose(sp);
+    if (e < 0) return cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Dget_num_chunks");
+    if (have != want)
+      s = cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' declares %llu elements in %llu chunks, but "
+                  "the file holds %llu of those chunks (a truncated or damaged file)", d->path,
+                  name, (unsigned long long)(logical / elem), (unsigned long long)want,
+                  (unsigned long long)have);
+  }
+  hsize_t file_bytes = 0;
+  if (H5Fget_filesize(d->file, &file_bytes) < 0)
+    return cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Fget_filesize");
+  /* the storage HDF5 reports is what the file's metadata claims: it too must fit in the file */
+  if (s == CX_OK && stored > file_bytes)
+    s = cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' claims %llu bytes of storage, but the file has "
+                "%llu (a truncated or damaged file)", d->path, name, (unsigned long long)stored,
+                (unsigned long long)file_bytes);
+  if (s == CX_OK && (!chunked || nf == 0) && stored < logical)
+    s = cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' declares %llu bytes, but the file holds %llu of "
+                "them (a truncated or damaged file)", d->path, name,
+                (unsigned long long)logical, (unsigned long long)stored);
+  H5Eclear2(H5E_DEFAULT);
+  return s;
+}
+
 static cx_status open_images(cx_dataset *d) {
   /* Streaming reads whole chunks into the loader's own cache: HDF5's would only copy twice. */
   hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
@@ -200,12 +269,14 @@ static cx_status open_images(cx_dataset *d) {
   cx_dataset_info *in = &d->info;
   in->n = (int64_t)dims[0], in->h = (int64_t)dims[1], in->w = (int64_t)dims[2];
   in->c = (int64_t)dims[3];
-  if (in->c < 1 || in->c > 4 || in->h < 1 || in->w < 1)
+  if (in->c < 1 || in->c > 4 || in->h < 1 || in->w < 1 || in->h > CX_DATA_MAX_SIDE ||
+      in->w > CX_DATA_MAX_SIDE || in->n < 0)
     return cx_fail(CX_ERR_FORMAT,
                    "%s: dataset '%s' has shape [%lld,%lld,%lld,%lld]; expected [N,H,W,C] with "
-                   "H, W >= 1 and 1 to 4 channels",
+                   "H, W from 1 to %d and 1 to 4 channels",
                    d->path, d->images_name, (long long)in->n, (long long)in->h,
-                   (long long)in->w, (long long)in->c);
+                   (long long)in->w, (long long)in->c, CX_DATA_MAX_SIDE);
+  CX_TRY(check_stored(d, d->images, d->images_name, 4, dims, 1));
   in->chunk_images = cx_h5_chunk_images(in->h * in->w * in->c);
   hid_t dcpl = H5Dget_create_plist(d->images);
   if (dcpl < 0) return cx_h5_fail(CX_ERR_FORMAT, d->path, d->images_name, "H5Dget_create_plist");
@@ -221,18 +292,21 @@ static cx_status open_labels(cx_dataset *d) {
   hsize_t n;
   CX_TRY(open_checked(d, d->labels_name, 1, false, H5P_DEFAULT, &ds, &n));
   hid_t t = H5Dget_type(ds);
+  size_t elem = t >= 0 ? H5Tget_size(t) : 8;
   if (t >= 0) {
     snprintf(d->info.label_dtype, sizeof d->info.label_dtype, "%sint%d",
-             H5Tget_sign(t) == H5T_SGN_NONE ? "u" : "", (int)H5Tget_size(t) * 8);
+             H5Tget_sign(t) == H5T_SGN_NONE ? "u" : "", (int)elem * 8);
     H5Tclose(t);
   }
   cx_status s = CX_OK;
   if ((int64_t)n != d->info.n)
     s = cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' has %lld labels but '%s' has %lld images",
                 d->path, d->labels_name, (long long)n, d->images_name, (long long)d->info.n);
-  else if (!(d->labels = malloc((size_t)(n ? n : 1) * sizeof(int64_t))))
+  if (s == CX_OK) s = check_stored(d, ds, d->labels_name, 1, &n, elem);
+  if (s == CX_OK && !(d->labels = malloc((size_t)(n ? n : 1) * sizeof(int64_t))))
     s = cx_fail(CX_ERR_NOMEM, "%s: out of memory for %lld labels", d->path, (long long)n);
-  else if (n && H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, d->labels) < 0)
+  if (s == CX_OK && n && H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                                 d->labels) < 0)
     s = cx_h5_fail(CX_ERR_FORMAT, d->path, d->labels_name, "H5Dread");
   H5Dclose(ds);
   return s;
@@ -242,6 +316,9 @@ static cx_status check_labels(cx_dataset *d) {
   int64_t k;
   bool found;
   CX_TRY(read_int_attr(d, "num_classes", &k, &found));
+  if (found && (k < 1 || k > CX_DATA_MAX_CLASSES))
+    return cx_fail(CX_ERR_FORMAT, "%s: attribute 'num_classes' is %lld; expected 1 to %d",
+                   d->path, (long long)k, CX_DATA_MAX_CLASSES);
   if (found && d->num_names && k != d->num_names)
     return cx_fail(CX_ERR_FORMAT,
                    "%s: attribute 'num_classes' is %lld but dataset '/class_names' has %lld names",
@@ -251,6 +328,10 @@ static cx_status check_labels(cx_dataset *d) {
     k = 0;
     for (int64_t i = 0; i < d->info.n; i++)
       if (d->labels[i] >= k) k = d->labels[i] + 1;
+    if (k > CX_DATA_MAX_CLASSES)
+      return cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' has label %lld, but at most %d classes "
+                     "are supported", d->path, d->labels_name, (long long)k - 1,
+                     CX_DATA_MAX_CLASSES);
   }
   for (int64_t i = 0; i < d->info.n; i++)
     if (d->labels[i] < 0 || d->labels[i] >= k)
@@ -277,16 +358,23 @@ static cx_status check_format(cx_dataset *d) {
   return CX_OK;
 }
 
-static cx_status open_file(cx_dataset *d) {
-  if (access(d->path, R_OK) != 0)
-    return cx_fail(CX_ERR_IO, "%s: cannot open: %s", d->path, strerror(errno));
-  htri_t is = H5Fis_hdf5(d->path);
-  if (is == 0) return cx_fail(CX_ERR_FORMAT, "%s: not an HDF5 file", d->path);
-  if (is < 0) return cx_h5_fail(CX_ERR_FORMAT, d->path, NULL, "H5Fis_hdf5");
-  d->file = H5Fopen(d->path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (d->file < 0) return cx_h5_fail(CX_ERR_FORMAT, d->path, NULL, "H5Fopen");
+/* Regular files only (a FIFO would block the open), through the guard driver (h5_guard.h). */
+static cx_status open_h5(const char *path, hid_t *f) {
+  if (access(path, R_OK) != 0)
+    return cx_fail(CX_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  CX_TRY(cx_h5_check_regular(path));
+  htri_t is = H5Fis_hdf5(path);
+  if (is == 0) return cx_fail(CX_ERR_FORMAT, "%s: not an HDF5 file", path);
+  if (is < 0) return cx_h5_fail(CX_ERR_FORMAT, path, NULL, "H5Fis_hdf5");
+  hid_t fapl = cx_h5_guard_fapl();
+  if (fapl < 0) return cx_h5_fail(CX_ERR_FORMAT, path, NULL, "H5FDregister");
+  *f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+  H5Pclose(fapl);
+  if (*f < 0) return cx_h5_fail(CX_ERR_FORMAT, path, NULL, "H5Fopen");
   return CX_OK;
 }
+
+static cx_status open_file(cx_dataset *d) { return open_h5(d->path, &d->file); }
 
 static cx_status open_all(cx_dataset *d) {
   CX_TRY(open_file(d));
@@ -393,10 +481,8 @@ static herr_t add_part(hid_t g, const char *name, const H5L_info_t *info, void *
 cx_status cx_dataset_parts(const char *path, char names[][CX_DATA_PART_NAME], int max, int *count) {
   cx_h5_quiet();
   *count = 0;
-  if (access(path, R_OK) != 0)
-    return cx_fail(CX_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) return cx_h5_fail(CX_ERR_FORMAT, path, NULL, "H5Fopen");
+  hid_t f = -1;
+  CX_TRY(open_h5(path, &f));
   part_list p = {names, max, 0};
   if (H5Lexists(f, "images", H5P_DEFAULT) > 0 && p.count < max) names[p.count++][0] = '\0';
   cx_status s = CX_OK;

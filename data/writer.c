@@ -197,10 +197,12 @@ cx_status cx_dataset_writer_create(const char *path, const cx_dataset_meta *m,
                                    cx_dataset_writer **out) {
   *out = NULL;
   cx_h5_quiet();
-  if (m->h < 1 || m->w < 1 || m->c < 1 || m->c > 4 || m->num_classes < 1)
-    return cx_fail(CX_ERR_ARG, "%s: images must be H x W x C with H, W >= 1, 1 to 4 channels and "
-                   "at least one class (got %lld x %lld x %lld, %lld classes)", path,
-                   (long long)m->h, (long long)m->w, (long long)m->c, (long long)m->num_classes);
+  if (m->h < 1 || m->w < 1 || m->c < 1 || m->c > 4 || m->num_classes < 1 ||
+      m->h > CX_DATA_MAX_SIDE || m->w > CX_DATA_MAX_SIDE || m->num_classes > CX_DATA_MAX_CLASSES)
+    return cx_fail(CX_ERR_ARG, "%s: images must be H x W x C with H, W from 1 to %d, 1 to 4 "
+                   "channels and 1 to %d classes (got %lld x %lld x %lld, %lld classes)", path,
+                   CX_DATA_MAX_SIDE, CX_DATA_MAX_CLASSES, (long long)m->h, (long long)m->w,
+                   (long long)m->c, (long long)m->num_classes);
   cx_dataset_writer *w = calloc(1, sizeof *w);
   if (!w || !(w->path = strdup(path)) || !(w->tmp = cx_file_tmp_name(path))) {
     if (w) free(w->path);

@@ -2,7 +2,7 @@
 #define CX_TEST_PYTHON_REF_H
 
 /* Reference numbers from PyTorch, computed while the test runs: a test writes a Python script
- * (with its inputs as literals), runs it with Debian's /usr/bin/python3 (python3-torch), and
+ * (with its inputs as literals), runs it with the tests' Python (CX_PYTHON: a venv that sees Debian's python3-torch), and
  * reads back the numbers it prints. Shared by test_optim.c and test_schedule.c; a header of
  * static functions because every tests/test_*.c is built on its own. */
 
@@ -12,7 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define PY_PYTHON "/usr/bin/python3"
+/* The tests' Python (tests/CMakeLists.txt: CX_PYTHON, the venv of scripts/install-deps.sh). */
+#define PY_PYTHON CX_PYTHON
 
 typedef struct py_script {
   char *text;
@@ -77,8 +78,8 @@ __attribute__((unused)) static int py_run(py_script *s, double *out, int max) {
   }
   while (*at == ' ' || *at == '\n') at++;
   if (rc != 0 || *at) {
-    printf("FAIL: the PyTorch reference needs %s with torch (Debian: apt-get install "
-           "python3-torch); it printed:\n%s\n", PY_PYTHON, buf);
+    printf("FAIL: the PyTorch reference needs %s with torch (scripts/install-deps.sh makes "
+           "it); it printed:\n%s\n", PY_PYTHON, buf);
     n = -1;
   }
   free(buf);

@@ -5,6 +5,7 @@
 #
 # usage: test_cli.sh COMPRESS FILES
 set -u
+py=${CX_PYTHON:?"the tests' Python (ctest sets it: tests/CMakeLists.txt, CX_PYTHON)"}
 compress=$1
 files=$2
 work=$(mktemp -d)
@@ -32,8 +33,8 @@ run 0 inspect_json inspect "$model" --json
 expect_in inspect_json out '"opset":13'
 expect_in inspect_json out '"shape":["N",3,8,8]'
 expect_in inspect_json out '"total_macs":24592'
-if command -v python3 >/dev/null; then
-  python3 -c 'import json, sys; json.load(sys.stdin)' <"$work/inspect_json.out" ||
+if [ -x "$py" ]; then
+  $py -c 'import json, sys; json.load(sys.stdin)' <"$work/inspect_json.out" ||
     fail "inspect --json: not valid JSON"
 fi
 run 1 inspect_missing inspect "$work/missing.onnx"
@@ -91,11 +92,11 @@ expect_in inspect_spec out "total"
 run 1 inspect_badspec inspect "mobilenet_v2:widht=0.5"
 one_line_error inspect_badspec "widht"
 run 0 export_model export-model "$spec" "$work/mv2.onnx"
-/usr/bin/python3 -c "import numpy as np; np.save('$work/img.npy', np.random.RandomState(0).rand(3, 1, 28, 28).astype(np.float32))"
+$py -c "import numpy as np; np.save('$work/img.npy', np.random.RandomState(0).rand(3, 1, 28, 28).astype(np.float32))"
 run 0 infer_exported infer "$work/mv2.onnx" -i "$work/img.npy" -o "$work/ours.npy"
 mkdir -p "$work/ort"
-if /usr/bin/python3 "$(dirname "$0")/ort_check.py" "$work/mv2.onnx" "$work/ort" "$work/img.npy" >/dev/null; then
-  /usr/bin/python3 -c "
+if $py "$(dirname "$0")/ort_check.py" "$work/mv2.onnx" "$work/ort" "$work/img.npy" >/dev/null; then
+  $py -c "
 import numpy as np, sys
 a, b = np.load('$work/ours.npy'), np.load('$work/ort/output_0.npy')
 err = np.abs(a - b).max() / np.abs(b).max()
@@ -107,7 +108,7 @@ fi
 
 # ---- bench train: whole training steps, images/s ----
 run 0 bench_train bench train "resnet20:classes=10,input=1x16x16" --batch 4 --steps 2 --warmup 1 --json
-/usr/bin/python3 -c "import json; r = json.load(open('$work/bench_train.out')); assert r['images_per_s'] > 0" ||
+$py -c "import json; r = json.load(open('$work/bench_train.out')); assert r['images_per_s'] > 0" ||
   fail "bench train: no throughput in its JSON"
 run 2 bench_usage bench inference resnet20
 

@@ -7,6 +7,7 @@
 #
 # usage: test_lr_find.sh COMPRESS FIXTURES
 set -u
+py=${CX_PYTHON:?"the tests' Python (ctest sets it: tests/CMakeLists.txt, CX_PYTHON)"}
 compress=$1
 fixtures=$2
 fmnist=/usr/share/datasets/fashion-mnist
@@ -24,7 +25,7 @@ run 0 sweep lr-find "$model" --data "$work/fmnist.h5" --min 1e-5 --max 10 --step
   --mean 0.286 --std 0.353 --svg "$work/lr.svg" --json --threads 2
 head -c 300 "$work/sweep.out"
 echo
-python3 - "$work/lr.svg" "$work/sweep.out" <<'EOF' || fail "sweep: the chart or the JSON is wrong"
+$py - "$work/lr.svg" "$work/sweep.out" <<'EOF' || fail "sweep: the chart or the JSON is wrong"
 import json, math, sys
 import xml.etree.ElementTree as ET
 

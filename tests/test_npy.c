@@ -35,7 +35,7 @@ static double value_of(cx_dtype t, int64_t i) {
 
 static int run_python(const char *script) {
   char cmd[8192];
-  snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"%s\" '%s'", script, dir);
+  snprintf(cmd, sizeof cmd, CX_PYTHON " -c \"%s\" '%s'", script, dir);
   int rc = system(cmd);
   CHECK(rc == 0, "python3 with numpy failed (exit %d) - numpy is required: run "
         "scripts/install-deps.sh (python3-numpy)", rc);
@@ -264,6 +264,24 @@ static void test_malformed(void) {
     CHECK(cx_npy_read(path_of("ok_v2.npy"), &t, &sh, &d) == CX_OK && t == CX_F32 &&
           sh.ndim == 1 && sh.d[0] == 2 && ((float *)d)[1] == 0.0f, "ok_v2.npy: %s", cx_last_error());
     free(d);
+  }
+  /* issue 16: bytes after the data were ignored */
+  write_npy("extra.npy", 1, DICT("<f4", "False", "(2,)"), 12);
+  expect_reject("extra.npy", CX_ERR_FORMAT, "4 byte(s) after the data");
+  {
+    /* issue 16: a v2 header whose length field stops just after the '}' (the padding then
+     * reads as data, and the data runs past the shape) */
+    const char *dict = DICT("<f4", "False", "(2,)");
+    size_t dl = strlen(dict), total = (12 + dl + 1 + 63) / 64 * 64;
+    unsigned char *b = calloc(total + 8, 1);
+    memcpy(b, "\x93NUMPY\x02\x00", 8);
+    b[8] = (unsigned char)dl;
+    memcpy(b + 12, dict, dl);
+    memset(b + 12 + dl, ' ', total - 12 - dl - 1);
+    b[total - 1] = '\n';
+    write_bytes("v2_short_len.npy", b, total + 8);
+    free(b);
+    expect_reject("v2_short_len.npy", CX_ERR_FORMAT, "after the data");
   }
   write_npy("trunc.npy", 1, DICT("<f4", "False", "(2, 3)"), 23);
   expect_reject("trunc.npy", CX_ERR_FORMAT, "needs 24 bytes");

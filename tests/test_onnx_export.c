@@ -31,7 +31,7 @@
 #ifndef CX_ORT_CHECK
 #define CX_ORT_CHECK "tests/ort_check.py"
 #endif
-#define PYTHON "/usr/bin/python3"
+#define PYTHON CX_PYTHON
 
 enum { BATCH = 3, MAX_OUT = 8, MAX_IN = 4 };
 static const double TOL = 1e-5;

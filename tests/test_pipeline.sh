@@ -22,7 +22,7 @@
 set -u
 compress=$(realpath "$1")
 here=$(dirname "$(realpath "$0")")
-py=/usr/bin/python3
+py=${CX_PYTHON:?"the tests' Python (ctest sets it: tests/CMakeLists.txt, CX_PYTHON)"}
 fm=/usr/share/datasets/fashion-mnist
 work=$(mktemp -d)
 if [[ -n ${KEEP:-} ]]; then echo "keeping $work"; else trap 'rm -rf "$work"' EXIT; fi

@@ -7,6 +7,7 @@
 #
 # usage: test_profile_cli.sh COMPRESS FIXTURES
 set -u
+py=${CX_PYTHON:?"the tests' Python (ctest sets it: tests/CMakeLists.txt, CX_PYTHON)"}
 compress=$1
 fixtures=$2
 work=$(mktemp -d)
@@ -21,7 +22,7 @@ cat "$work/train.out"
 grep -q "backward ms" "$work/train.out" || fail "train: no table"
 grep -q "(optimizer)" "$work/train.out" || fail "train: no optimizer row"
 
-python3 - "$work/trace.json" <<'EOF' || fail "train: the trace is wrong"
+$py - "$work/trace.json" <<'EOF' || fail "train: the trace is wrong"
 import json, sys
 d = json.load(open(sys.argv[1]))
 ev = d["traceEvents"]
@@ -41,7 +42,7 @@ print(f"trace: {len(x)} events, {len(fwd) // 3} forward nodes a step")
 EOF
 
 run 0 infer_json profile "$model" --batch 4 --steps 2 --json --threads 1
-python3 - "$work/infer_json.out" <<'EOF' || fail "infer_json: the JSON is wrong"
+$py - "$work/infer_json.out" <<'EOF' || fail "infer_json: the JSON is wrong"
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["steps"] == 2 and r["backward_ms"] == 0, r
@@ -55,7 +56,7 @@ run 0 spec profile resnet20:input=1x28x28 --batch 2 --steps 1 --warmup 0 --top 3
 grep -q "the 3 slowest of" "$work/spec.out" || fail "spec: --top 3 not applied"
 
 # ---- compress train --profile: a window of a real training run ----
-/usr/bin/python3 - "$work" <<'EOF' || fail "train data: numpy could not write the arrays"
+$py - "$work" <<'EOF' || fail "train data: numpy could not write the arrays"
 import numpy as np, sys
 r = np.random.default_rng(0)
 np.save(sys.argv[1] + "/x.npy", r.integers(0, 256, (96, 12, 12), dtype=np.uint8))
@@ -83,7 +84,7 @@ grep -q "^gradient checkpointing: .* recomputed" "$out" || fail "train_profile: 
 grep -q "profile of training steps 3 to 5" "$out" || fail "train_profile: no profile heading"
 grep -q "^Conv " "$out" || fail "train_profile: no Conv row in the table"
 grep -q "^(optimizer) " "$out" || fail "train_profile: no optimizer row"
-python3 - "$work/run/profile_trace.json" "$work/run/profile.json" <<'EOF' || fail "train_profile: files"
+$py - "$work/run/profile_trace.json" "$work/run/profile.json" <<'EOF' || fail "train_profile: files"
 import json, sys
 d = json.load(open(sys.argv[1]))
 x = [e for e in d["traceEvents"] if e["ph"] == "X"]

@@ -38,7 +38,7 @@
 #ifndef CX_TORCH_MODELS
 #define CX_TORCH_MODELS "tests/prune_torch_models.py"
 #endif
-#define PYTHON "/usr/bin/python3"
+#define PYTHON CX_PYTHON /* the tests' Python (tests/CMakeLists.txt) */
 #define BATCH 2
 #define TOL 1e-4
 

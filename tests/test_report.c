@@ -157,7 +157,7 @@ static void test_measure(const char *dir) {
   printf("summary: %s\n", summary);
   CHECK(cx_report_write(&r, dir) == CX_OK, "report: %s", cx_last_error());
   char cmd[1200];
-  snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s --measured", CX_REPORT_CHECK, dir);
+  snprintf(cmd, sizeof cmd, CX_PYTHON " %s %s --measured", CX_REPORT_CHECK, dir);
   CHECK(system(cmd) == 0, "%s failed", cmd);
 }
 
@@ -217,7 +217,7 @@ static void test_report(const char *dir) {
   cx_status s = cx_report_write(&r, dir);
   CHECK(s == CX_OK, "report: %s", cx_last_error());
   char cmd[1200];
-  snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s", CX_REPORT_CHECK, dir);
+  snprintf(cmd, sizeof cmd, CX_PYTHON " %s %s", CX_REPORT_CHECK, dir);
   CHECK(system(cmd) == 0, "%s failed", cmd);
   /* a folder that cannot be written: an error naming the file, nothing left behind */
   s = cx_report_write(&r, "/nonexistent/folder");

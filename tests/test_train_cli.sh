@@ -17,7 +17,7 @@
 # usage: test_train_cli.sh COMPRESS
 set -u
 compress=$(realpath "$1")
-py=/usr/bin/python3
+py=${CX_PYTHON:?"the tests' Python (ctest sets it: tests/CMakeLists.txt, CX_PYTHON)"}
 fm=/usr/share/datasets/fashion-mnist
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -44,8 +44,8 @@ static bool no_temporaries(void) {
   return clean;
 }
 
-/* Runs a Python script (written to the test folder) with arguments; its exit status. Debian's
- * numpy and h5py come first, as in test_data. */
+/* Runs a Python script (written to the test folder) with arguments, with the tests' Python
+ * (CX_PYTHON); its exit status. */
 static int run_python(const char *name, const char *script, const char *args) {
   const char *file = path_of(name);
   FILE *f = fopen(file, "w");
@@ -53,8 +53,7 @@ static int run_python(const char *name, const char *script, const char *args) {
   fputs(script, f);
   fclose(f);
   char cmd[2048];
-  snprintf(cmd, sizeof cmd, "PYTHONPATH=/usr/lib/python3/dist-packages /usr/bin/python3 '%s' %s",
-           file, args);
+  snprintf(cmd, sizeof cmd, CX_PYTHON " '%s' %s", file, args);
   return system(cmd);
 }
 
@@ -707,6 +706,144 @@ static void test_disk_full(void) {
   model_free(&back);
 }
 
+/* ---- hostile checkpoints: edited with HDF5, then resealed (size and CRC-32C redone) so the
+ *      checksum passes and only the value checks stand between them and the model ---- */
+
+static bool reseal(const char *path) {
+  FILE *f = fopen(path, "r+b");
+  if (!f) return false;
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  uint8_t *b = malloc((size_t)size);
+  rewind(f);
+  bool ok = b && fread(b, 1, (size_t)size, f) == (size_t)size;
+  if (ok) {
+    uint32_t c = cx_crc32c(b + 512, (size_t)size - 512);
+    for (int i = 0; i < 8; i++) b[16 + i] = (uint8_t)((uint64_t)size >> (8 * i));
+    for (int i = 0; i < 4; i++) b[24 + i] = (uint8_t)(c >> (8 * i));
+    c = cx_crc32c(b, 28);
+    for (int i = 0; i < 4; i++) b[28 + i] = (uint8_t)(c >> (8 * i));
+    ok = fseek(f, 0, SEEK_SET) == 0 && fwrite(b, 1, 32, f) == 32;
+  }
+  free(b);
+  return fclose(f) == 0 && ok;
+}
+
+/* Replaces root attribute `name` by a scalar of file type `type` holding *v (native int64 or
+ * uint64 bytes, as mtype says). */
+static bool set_attr(const char *path, const char *name, hid_t type, hid_t mtype, const void *v) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+  if (f < 0) return false;
+  H5Adelete(f, name);
+  hid_t sp = H5Screate(H5S_SCALAR), a = H5Acreate2(f, name, type, sp, H5P_DEFAULT, H5P_DEFAULT);
+  bool ok = a >= 0 && H5Awrite(a, mtype, v) >= 0;
+  if (a >= 0) H5Aclose(a);
+  H5Sclose(sp);
+  return H5Fclose(f) >= 0 && ok && reseal(path);
+}
+
+/* Rewrites /params/conv1.weight ([3,4,5], "f32") as a dataset of file type `type` from `data`
+ * (60 values of memory type mtype), keeping its attributes' claim that it is f32. */
+static bool set_weight(const char *path, hid_t type, hid_t mtype, const void *data) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+  if (f < 0) return false;
+  H5Ldelete(f, "params/conv1.weight", H5P_DEFAULT);
+  hsize_t dims[3] = {3, 4, 5};
+  hid_t sp = H5Screate_simple(3, dims, NULL);
+  hid_t d = H5Dcreate2(f, "params/conv1.weight", type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  bool ok = d >= 0 && H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+  const char *dt = "f32";
+  hid_t st = H5Tcopy(H5T_C_S1), ssp = H5Screate(H5S_SCALAR);
+  H5Tset_size(st, H5T_VARIABLE);
+  hid_t a = d >= 0 ? H5Acreate2(d, "dtype", st, ssp, H5P_DEFAULT, H5P_DEFAULT) : -1;
+  ok = ok && a >= 0 && H5Awrite(a, st, &dt) >= 0;
+  if (a >= 0) H5Aclose(a);
+  H5Tclose(st), H5Sclose(ssp), H5Sclose(sp);
+  if (d >= 0) H5Dclose(d);
+  return H5Fclose(f) >= 0 && ok && reseal(path);
+}
+
+/* Refused naming the file and `what`, with the tensors left as they were; a bad count is
+ * refused by peek as well (meta). */
+static void expect_hostile(const char *file, const char *label, const char *what, bool meta) {
+  model b;
+  model_init(&b, 0, false);
+  expect_fail(load(file, NULL, &b, NP, NS), label, (const char *[]){file, what, NULL});
+  CHECK(untouched(&b), "%s: a refused load wrote the model", label);
+  if (meta)
+    expect_fail(cx_checkpoint_peek(file, &(cx_checkpoint_meta){0}), label,
+                (const char *[]){file, what, NULL});
+  model_free(&b);
+}
+
+static void test_hostile(void) {
+  model a, b;
+  model_init(&a, 6, false);
+  model_init(&b, 0, false);
+  char file[600];
+  snprintf(file, sizeof file, "%s", path_of("hostile.h5"));
+  CHECK(save(file, &a) == CX_OK && reseal(file) && load(file, NULL, &b, NP, NS) == CX_OK &&
+            same_bits(&a, &b),
+        "a resealed, unedited checkpoint does not load: %s", cx_last_error());
+  int64_t big = INT64_C(1) << 62, neg = -1;
+  uint64_t all = UINT64_MAX;
+  CHECK(save(file, &a) == CX_OK && set_attr(file, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, &big),
+        "could not edit step");
+  expect_hostile(file, "step 2^62", "'step' is 4611686018427387904", true);
+  CHECK(save(file, &a) == CX_OK &&
+            set_attr(file, "rng_counter", H5T_STD_I64LE, H5T_NATIVE_INT64, &neg),
+        "could not edit rng_counter");
+  expect_hostile(file, "rng_counter -1 (signed)", "'rng_counter' is -1", true);
+  CHECK(save(file, &a) == CX_OK &&
+            set_attr(file, "rng_counter", H5T_STD_U64LE, H5T_NATIVE_UINT64, &all),
+        "could not edit rng_counter");
+  expect_hostile(file, "rng_counter 2^64-1", "'rng_counter' is 18446744073709551615", true);
+  CHECK(save(file, &a) == CX_OK && set_attr(file, "epoch", H5T_STD_I64LE, H5T_NATIVE_INT64, &neg),
+        "could not edit epoch");
+  expect_hostile(file, "epoch -1", "'epoch' is -1", true);
+  double d64[60];
+  for (int i = 0; i < 60; i++) d64[i] = ((const float *)a.t[0].data)[i];
+  CHECK(save(file, &a) == CX_OK && set_weight(file, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, d64),
+        "could not edit conv1.weight");
+  expect_hostile(file, "f64 data labelled f32", "stored as another type", false);
+  int32_t i32[60] = {0};
+  CHECK(save(file, &a) == CX_OK && set_weight(file, H5T_STD_I32LE, H5T_NATIVE_INT32, i32),
+        "could not edit conv1.weight");
+  expect_hostile(file, "int32 data labelled f32", "stored as another type", false);
+  float f32[60];
+  memcpy(f32, a.t[0].data, sizeof f32);
+  f32[17] = NAN;
+  CHECK(save(file, &a) == CX_OK && set_weight(file, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, f32),
+        "could not edit conv1.weight");
+  expect_hostile(file, "a NaN weight", "element 17", false);
+  f32[17] = INFINITY;
+  CHECK(save(file, &a) == CX_OK && set_weight(file, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, f32),
+        "could not edit conv1.weight");
+  expect_hostile(file, "an infinite weight", "NaN or an infinity", false);
+  uint16_t *bf = a.s[3].data; /* the bf16 optimizer state: +inf is 0x7f80 */
+  uint16_t keep = bf[1];
+  bf[1] = 0x7f80;
+  CHECK(save(file, &a) == CX_OK, "%s", cx_last_error());
+  expect_hostile(file, "an infinite bf16 state", "'bf'", false);
+  bf[1] = keep;
+  /* found by fuzz_checkpoint (which reseals its inputs): a heap object of 2^63 bytes behind a
+   * string attribute, which H5HG_read copied out */
+  char fz[600];
+  snprintf(fz, sizeof fz, "%s", path_of("fuzz_overrun.h5"));
+  FILE *in = fopen(CX_FIXTURES "/bad/fuzz_checkpoint_gheap_overrun.h5", "rb"), *out = fopen(fz, "wb");
+  for (int c; in && out && (c = fgetc(in)) != EOF;) fputc(c, out);
+  if (in) fclose(in);
+  if (out) fclose(out);
+  CHECK(in && reseal(fz), "could not copy the fuzz finding");
+  expect_hostile(fz, "a global heap object past its collection", "damaged global heap", false);
+  /* a FIFO where the checkpoint should be: refused before anything blocks on it */
+  const char *fifo = path_of("ck_fifo");
+  CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
+  expect_fail(load(fifo, NULL, &b, NP, NS), "a FIFO", (const char *[]){fifo, "FIFO", NULL});
+  model_free(&a);
+  model_free(&b);
+}
+
 static void test_checkpoints(void) {
   char file[600];
   snprintf(file, sizeof file, "%s", path_of("ck.h5"));
@@ -716,6 +853,7 @@ static void test_checkpoints(void) {
   test_damage();
   test_save_failures();
   test_disk_full();
+  test_hostile();
 }
 
 int main(void) {

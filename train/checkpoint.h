@@ -27,6 +27,9 @@
 #define CX_CHECKPOINT_FORMAT "compress.checkpoint"
 #define CX_CHECKPOINT_FORMAT_VERSION 1
 #define CX_CHECKPOINT_HASH_MAX 128
+/* step, epoch, batch and rng_counter beyond this are refused: no run takes 2^53 steps, and a
+ * count up to it is exact in the double of a JSON metrics line. */
+#define CX_CHECKPOINT_COUNT_MAX (UINT64_C(1) << 53)
 
 typedef struct cx_checkpoint_meta {
   int64_t step;         /* optimizer steps done */
@@ -64,8 +67,12 @@ cx_status cx_checkpoint_peek(const char *path, cx_checkpoint_meta *meta);
  *   - config_hash (NULL: not checked) differing from the file's: both hashes are named;
  *   - a listed parameter or state missing from the file, or with another dtype or shape: the
  *     message names it and both shapes;
+ *   - a dataset stored as another type than its "dtype" attribute says;
  *   - /params holding a parameter that is not listed (a different model); the same for
- *     /optimizer, unless n_state is 0 (the caller does not restore optimizer state).
+ *     /optimizer, unless n_state is 0 (the caller does not restore optimizer state);
+ *   - a NaN or an infinity in any float tensor;
+ *   - step, epoch, batch or rng_counter negative or beyond CX_CHECKPOINT_COUNT_MAX;
+ *   - a path that is not a regular file (a FIFO is refused before it is opened).
  * Every check is made before any tensor is written, so a refused checkpoint leaves the tensors
  * as they were; only a read error in the data itself (damage) can leave them partly filled.
  * meta (NULL: not wanted) receives the file's meta. */

@@ -465,6 +465,12 @@ static cx_status check_resume(const cx_train_opts *o, int64_t per_epoch,
     return cx_fail(CX_ERR_ARG, "%s: its data position (epoch %lld, batch %lld) is not one of "
                    "this run (%lld epochs of %lld batches)", o->resume_from, (long long)m->epoch,
                    (long long)m->batch, (long long)o->epochs, (long long)end);
+  /* every step takes accum_steps batches: a step that disagrees with the position is damage */
+  int64_t step = m->epoch * per_epoch + m->batch / o->accum_steps;
+  if (m->step != step)
+    return cx_fail(CX_ERR_ARG, "%s: its step %lld does not match its data position (epoch %lld, "
+                   "batch %lld is step %lld of this run)", o->resume_from, (long long)m->step,
+                   (long long)m->epoch, (long long)m->batch, (long long)step);
   return CX_OK;
 }
 

@@ -1,0 +1,220 @@
+#define _GNU_SOURCE /* memmem */
+/* Hostile data sets (issue 16): each must fail at open with a clear message, never hang, and
+ * leave no output. The reproducers are in tests/fixtures/bad/ (the num_classes and declared-size
+ * files from the bad-input run) or made here (the damaged global heap, the FIFO). */
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../data/data.h"
+#include "../data/h5_guard.h"
+#include "check.h"
+
+static char dir[64];
+
+static const char *path_of(const char *name) {
+  static char buf[4][512];
+  static int k;
+  k = (k + 1) % 4;
+  snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+  return buf[k];
+}
+
+static const char *fixture(const char *name) {
+  static char buf[512];
+  snprintf(buf, sizeof buf, "%s/bad/%s", CX_FIXTURES, name);
+  return buf;
+}
+
+/* The data set at path must be refused by open, the loader and parts listing alike, with a
+ * message that names the file and `what`. */
+static void expect_refused(const char *path, const char *what, const char *label) {
+  cx_dataset *d = NULL;
+  cx_status s = cx_dataset_open(path, "", &d);
+  const char *m = cx_last_error();
+  CHECK(s != CX_OK && !d, "%s: opened", label);
+  CHECK(s == CX_OK || (strstr(m, path) && strstr(m, what)), "%s: message lacks '%s': %s", label,
+        what, m);
+  if (s != CX_OK) printf("  ok (%s): %s\n", label, m);
+  if (d) cx_dataset_close(d);
+  cx_loader_opts o = cx_loader_defaults();
+  cx_loader *l = NULL;
+  s = cx_loader_open(path, &o, &l);
+  CHECK(s != CX_OK && strstr(cx_last_error(), what), "%s: the loader: %s", label,
+        s ? cx_last_error() : "opened");
+  if (l) cx_loader_close(l);
+}
+
+/* ---- the sane limits ---- */
+
+static void test_limits(void) {
+  expect_refused(fixture("h5_num_classes_50M.h5"), "'num_classes' is 50000000",
+                 "num_classes 5e7");
+  expect_refused(fixture("h5_num_classes_2e40.h5"), "'num_classes' is 1099511627776",
+                 "num_classes 2^40");
+  expect_refused(fixture("h5_declared_2e40_images.h5"), "the file holds 0 of those chunks",
+                 "2^40 images declared, none stored");
+  /* found by fuzz_dataset: a heap object larger than its collection, which H5HG_read copied
+   * out whole (an ASan memcpy overlap, a heap overrun in a plain build) */
+  expect_refused(fixture("fuzz_dataset_gheap_overrun.h5"), "damaged global heap collection",
+                 "a global heap object past the collection's end");
+  /* found by fuzz_dataset: a collection larger than HDF5's first 4 KiB read, whose free space
+   * steps past its end (libhdf5 reads only the rest of it, so the guard reads it whole) */
+  expect_refused(fixture("fuzz_dataset_gheap_4k_loop.h5"), "damaged global heap collection",
+                 "a collection over 4 KiB whose walk would loop");
+}
+
+/* A valid small data set whose root attribute `name` is then made a [2] array: H5Aread would
+ * write both elements into the one value the reader holds (found by fuzz_dataset). */
+static void test_array_attr(void) {
+  const char *p = path_of("arr.h5");
+  hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hsize_t d4[4] = {2, 2, 2, 1}, d1 = 2, two = 2;
+  uint8_t px[8] = {0};
+  int64_t lab[2] = {0, 1}, k[2] = {2, 2};
+  hid_t sp = H5Screate_simple(4, d4, NULL);
+  hid_t ds = H5Dcreate2(f, "images", H5T_STD_U8LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(ds, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, px);
+  H5Dclose(ds), H5Sclose(sp);
+  sp = H5Screate_simple(1, &d1, NULL);
+  ds = H5Dcreate2(f, "labels", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, lab);
+  H5Dclose(ds), H5Sclose(sp);
+  sp = H5Screate_simple(1, &two, NULL);
+  hid_t a = H5Acreate2(f, "num_classes", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, H5T_NATIVE_INT64, k);
+  H5Aclose(a), H5Sclose(sp), H5Fclose(f);
+  expect_refused(p, "'num_classes' must hold one value, found 2", "an array attribute");
+}
+
+/* ---- non-regular files ---- */
+
+static void test_fifo(void) {
+  const char *p = path_of("fifo");
+  CHECK(mkfifo(p, 0600) == 0, "mkfifo %s failed", p);
+  /* nothing writes to the FIFO: an open that blocked would hang here */
+  expect_refused(p, "is a FIFO, not a regular file", "a FIFO as the data set");
+  char names[4][CX_DATA_PART_NAME];
+  int n = 0;
+  CHECK(cx_dataset_parts(p, names, 4, &n) != CX_OK && strstr(cx_last_error(), "FIFO"),
+        "parts of a FIFO: %s", cx_last_error());
+  expect_refused(dir, "is a directory, not a regular file", "a directory as the data set");
+  hid_t fapl = cx_h5_guard_fapl();
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  hid_t f = H5Fopen(p, H5F_ACC_RDONLY, fapl);
+  CHECK(f < 0, "the guard driver opened a FIFO");
+  if (f >= 0) H5Fclose(f);
+  H5Pclose(fapl);
+}
+
+/* ---- a damaged global heap ---- */
+
+static void write_small(const char *path) {
+  const char *names[] = {"zero", "one"};
+  cx_dataset_meta m = {.h = 2, .w = 2, .c = 1, .num_classes = 2, .class_names = names,
+                       .source = "test", .tool = "test_data_bad"};
+  cx_dataset_writer *w = NULL;
+  uint8_t px[3 * 4] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  int64_t labels[3] = {0, 1, 0};
+  CHECK(cx_dataset_writer_create(path, &m, &w) == CX_OK, "writer: %s", cx_last_error());
+  CHECK(cx_dataset_writer_append(w, "", px, labels, 3) == CX_OK, "append: %s", cx_last_error());
+  CHECK(cx_dataset_writer_finish(w) == CX_OK, "finish: %s", cx_last_error());
+}
+
+static unsigned char *slurp(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  *n = (size_t)ftell(f);
+  rewind(f);
+  unsigned char *b = malloc(*n);
+  if (b && fread(b, 1, *n, f) != *n) free(b), b = NULL;
+  fclose(f);
+  return b;
+}
+
+static uint64_t le64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+/* Sets the size of the free-space object of the file's first global heap collection to 0: the
+ * shape of the damage in the reproducer (64 bytes duplicated at offset 2012 put a zeroed object
+ * header where the free space began), on which libhdf5 1.10 loops forever. Returns false when
+ * the file has no such collection. */
+static bool damage_heap(const char *path) {
+  size_t n = 0;
+  unsigned char *b = slurp(path, &n);
+  unsigned char *g = b ? memmem(b, n, "GCOL\001", 5) : NULL;
+  bool done = false;
+  if (g) {
+    size_t size = (size_t)le64(g + 8), p = 16;
+    while (!done && p + 16 <= size) {
+      unsigned idx = g[p] | g[p + 1] << 8;
+      uint64_t obj = le64(g + p + 8);
+      if (idx == 0) memset(g + p + 8, 0, 8), done = true;
+      else p += 16 + (size_t)((obj + 7) & ~(uint64_t)7);
+    }
+    FILE *f = fopen(path, "wb");
+    if (f && fwrite(b, 1, n, f) != n) done = false;
+    if (f) fclose(f);
+  }
+  free(b);
+  return done;
+}
+
+static void test_heap(void) {
+  const char *p = path_of("heap.h5");
+  write_small(p);
+  cx_dataset *d = NULL;
+  CHECK(cx_dataset_open(p, "", &d) == CX_OK, "the undamaged file: %s", cx_last_error());
+  if (d) {
+    CHECK(cx_dataset_class_name(d, 1) && !strcmp(cx_dataset_class_name(d, 1), "one"),
+          "class names read back wrong through the guard driver");
+    uint8_t px[12];
+    CHECK(cx_dataset_read(d, 0, 3, px) == CX_OK && px[11] == 12, "images read back wrong");
+    cx_dataset_close(d);
+  }
+  CHECK(damage_heap(p), "no global heap collection with free space in %s", p);
+  expect_refused(p, "damaged global heap collection", "a free-space object of size 0");
+  cx_augment a = {0};
+  const char *out = path_of("aug.h5");
+  CHECK(cx_data_augment_file(p, "", out, &a, 1, true, 1, "test") != CX_OK &&
+            access(out, F_OK) != 0,
+        "augment of the damaged file: succeeded or left %s", out);
+}
+
+/* The walk itself, on hand-made collections. */
+static void test_gheap_walk(void) {
+  unsigned char c[64] = {'G', 'C', 'O', 'L', 1};
+  c[8] = 64; /* collection size */
+  /* object 1 of 5 bytes (padded to 8), then the free space: 64 - 16 - 24 = 24 bytes */
+  c[16] = 1, c[24] = 5;
+  c[40] = 0, c[48] = 24;
+  CHECK(cx_h5_gheap_ok(c, sizeof c), "a valid collection refused");
+  c[48] = 0;
+  CHECK(!cx_h5_gheap_ok(c, sizeof c), "a free space of size 0 accepted");
+  c[48] = 24, c[24] = 0xff, c[31] = 0x80; /* an object of 2^63 bytes: H5HG_read copies it */
+  CHECK(!cx_h5_gheap_ok(c, sizeof c), "an object past the end accepted");
+  c[24] = 32, c[31] = 0; /* exactly to the end: no free space left */
+  CHECK(cx_h5_gheap_ok(c, sizeof c), "an object filling the collection refused");
+}
+
+int main(void) {
+  snprintf(dir, sizeof dir, "/tmp/cx_test_data_bad_XXXXXX");
+  if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
+  test_limits();
+  test_array_attr();
+  test_fifo();
+  test_heap();
+  test_gheap_walk();
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) printf("could not remove %s\n", dir);
+  printf("%s: %d failure(s)\n", fails ? "FAILED" : "passed", fails);
+  return fails != 0;
+}
