@@ -136,7 +136,7 @@ cx_status cx_report_measure_onnx(cx_report_measurer *ms, const char *path, cx_re
 cx_status cx_report_cpu_latency(const cx_graph *model, int64_t batch, int runs, int threads,
                                 double *ms);
 
-/* The same in ONNX Runtime, through /usr/bin/python3 (or $CX_PYTHON) and an embedded script;
+/* The same in ONNX Runtime, through $CX_PYTHON (else /opt/compress-venv/bin/python3, the venv of scripts/install-deps.sh, else /usr/bin/python3) and an embedded script;
  * CX_ERR_UNSUPPORTED when python or onnxruntime is missing. threads 0: ONNX Runtime's default.
  * version (may be NULL) receives onnxruntime's version. */
 cx_status cx_report_ort_latency(const char *onnx_path, int64_t batch, int runs, int threads,

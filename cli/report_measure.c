@@ -140,8 +140,11 @@ static cx_status write_script(char *path) {
 cx_status cx_report_ort_latency(const char *onnx_path, int64_t batch, int runs, int threads,
                                 double *ms, char *version, size_t version_size) {
   *ms = NAN;
+  /* $CX_PYTHON, else the venv scripts/install-deps.sh makes (where it installs onnxruntime) */
   const char *py = getenv("CX_PYTHON");
-  if (!py || !*py) py = "/usr/bin/python3";
+  if (!py || !*py)
+    py = access("/opt/compress-venv/bin/python3", X_OK) == 0 ? "/opt/compress-venv/bin/python3"
+                                                             : "/usr/bin/python3";
   if (access(py, X_OK) != 0)
     return cx_fail(CX_ERR_UNSUPPORTED, "ONNX Runtime latency: %s is not there", py);
   char script[64], qpath[4200], qpy[600], cmd[5000], line[512] = "";
