@@ -18,7 +18,7 @@ static const flag prune_flags[] = {
     {"--scope", "scope", true},       {"--importance", "importance", true},
     {"--round-to", "round_to", false}, {"--start", "start", false},
     {"--end", "end", false},           {"--every", "every", false},
-    {"--initial-sparsity", "initial_sparsity", false}, {"--bn-l1", "bn_l1", false},
+    {"--initial-sparsity", "initial_sparsity", false},
     {NULL, NULL, false}};
 static const flag train_flags[] = {{"--epochs", "epochs", false}, {"--lr", "lr", false},
                                    {NULL, NULL, false}};

@@ -7,7 +7,7 @@
 
 const char *const cx_cli_prune_keys[] = {
     "method", "sparsity", "scope", "importance", "initial_sparsity", "start", "end", "every",
-    "include", "exclude", "round_to", "bn_l1", NULL};
+    "include", "exclude", "round_to", NULL};
 
 static cx_status one_of(const cx_toml *t, const char *key, const char *const *names,
                         int fallback, int *out) {
@@ -85,10 +85,6 @@ static cx_status read_numbers(const cx_toml *t, cx_prune_config *c) {
   CX_TRY(cx_toml_int(t, "round_to", c->round_to, &v));
   CX_TRY(range(t, "round_to", (double)v, 0, 4096, false));
   c->round_to = (int)v;
-  double l1;
-  CX_TRY(cx_toml_float(t, "bn_l1", c->bn_l1, &l1));
-  CX_TRY(range(t, "bn_l1", l1, 0, 1, false));
-  c->bn_l1 = (float)l1;
   return CX_OK;
 }
 
