@@ -60,8 +60,6 @@ cx_status cx_prune_config_check(const cx_prune_config *c) {
   CX_TRY(check_method(c));
   CX_TRY(check_schedule(c));
   if (c->round_to < 0) return cx_fail(CX_ERR_ARG, "prune: round_to %d < 0", c->round_to);
-  if (!(c->bn_l1 >= 0 && isfinite(c->bn_l1)))
-    return cx_fail(CX_ERR_ARG, "prune: bn_l1 %g must be a finite number >= 0", c->bn_l1);
   CX_TRY(check_globs("include", c->include, c->n_include));
   return check_globs("exclude", c->exclude, c->n_exclude);
 }

@@ -50,7 +50,6 @@ typedef struct cx_prune_config {
   const char *const *exclude;
   int n_exclude;
   int round_to; /* channel: kept channel counts rounded up to a multiple of it; 0 or 1: any */
-  float bn_l1;  /* network slimming: L1 penalty on BatchNorm gamma while training; 0: none */
 } cx_prune_config;
 
 /* Defaults: magnitude, sparsity 0.5, global, L1, 2:4, one-shot at step 0. */
