@@ -2,6 +2,7 @@
 # Runs one libFuzzer target for a bounded time and fails on any finding (crash, sanitizer report,
 # leak, an input slower than 10 s, more than 2 GB of memory).
 #   run_target.sh [--fresh] <binary> <seed corpus> <seconds> <work folder>
+# (0 seconds: every corpus input run once, nothing mutated: a regression run)
 # The target fuzzes <work folder>/corpus, seeded from the committed corpus (which it never
 # writes); --fresh starts that copy anew (ctest), without it new entries are kept (scripts/fuzz.sh).
 # A finding is left in <work folder>/findings/ and its path printed. $CX_FUZZ_ARGS adds libFuzzer
@@ -22,7 +23,9 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 touch "$work/started" # findings of earlier runs (kept by scripts/fuzz.sh) do not count
 status=0
-"$bin" "${seed[@]}" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+# 0 seconds: replay the corpus once (every committed input, no mutation)
+if [ "$seconds" = 0 ]; then bound=(-runs=0); else bound=(-max_total_time="$seconds"); fi
+"$bin" "${seed[@]}" "${bound[@]}" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
   -artifact_prefix="$work/findings/" ${CX_FUZZ_ARGS:-} "$work/corpus" >"$work/log" 2>&1 ||
   status=$?
 tail -n 30 "$work/log"
@@ -31,4 +34,4 @@ if [ "$status" != 0 ] || [ -n "$found" ]; then
   echo "$(basename "$bin"): finding(s) (exit $status): ${found:-see $work/log}"
   exit 1
 fi
-echo "$(basename "$bin"): no findings in ${seconds}s; corpus $(find "$work/corpus" -type f | wc -l) files"
+echo "$(basename "$bin"): no findings in ${seconds}s (0: the corpus replayed); corpus $(find "$work/corpus" -type f | wc -l) files"
