@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../data/data.h"
+#include "hdf5_fuzz.h"
 
 static void inspect(const char *path, const char *part) {
   cx_dataset *d = NULL;
@@ -28,33 +29,6 @@ static void inspect(const char *path, const char *part) {
   }
   free(px);
   cx_dataset_close(d);
-}
-
-/* libhdf5 1.10 leaks a little on some of its own error paths (H5Fopen of a file whose root
- * object header is damaged loses 112 bytes inside H5C_protect): not ours to fix, and not a
- * finding, when the leak check is turned on (-detect_leaks=1 after the flag added below). */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) { return "leak:libhdf5_serial.so\n"; }
-
-/* Every H5Fopen callocs HDF5's metadata cache (megabytes), so the leak check libFuzzer makes after
- * each input that HDF5's own leaks set off costs more than the input: it is turned off here
- * (flags are parsed after this hook); ASan's other checks and UBSan stay on. */
-/* libhdf5 mallocs sizes it read from the file (a metadata block of 2^60 bytes): malloc returns
- * NULL for those and HDF5 fails the call, as it does outside ASan, which would abort instead. */
-const char *__asan_default_options(void);
-const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  static char *args[256];
-  static char off[] = "-detect_leaks=0";
-  int n = 0;
-  for (; n < *argc && n < 254; n++) args[n] = (*argv)[n];
-  args[n++] = off;
-  args[n] = NULL;
-  *argc = n;
-  *argv = args;
-  return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -35,3 +35,25 @@ one_line_error() {
   [[ $lines == 1 ]] || fail "$1: $lines lines on stderr, expected 1"
   expect_in "$1" err "$2"
 }
+
+# fmnist_slice SIDE: $work/train.h5 (1200 images) and $work/test.h5 (500) from Debian's
+# Fashion-MNIST, resized to SIDExSIDE, with the class names; exits when the data are missing.
+fmnist_slice() {
+  local fm=/usr/share/datasets/fashion-mnist
+  local names="T-shirt/top,Trouser,Pullover,Dress,Coat,Sandal,Shirt,Sneaker,Bag,Ankle boot"
+  [[ -f $fm/train-images-idx3-ubyte.gz ]] || {
+    echo "FAIL: $fm is missing (scripts/install-deps.sh installs dataset-fashion-mnist)"
+    exit 1
+  }
+  run 0 import-train data import idx $fm/train-images-idx3-ubyte.gz \
+    $fm/train-labels-idx1-ubyte.gz -o "$work/train60k.h5" --val-fraction 0.02 --seed 1 \
+    --class-names "$names"
+  run 0 import-test data import idx $fm/t10k-images-idx3-ubyte.gz \
+    $fm/t10k-labels-idx1-ubyte.gz -o "$work/test10k.h5" --val-fraction 0.05 --seed 1 \
+    --class-names "$names"
+  run 0 shrink-train data augment "$work/train60k.h5" --part val --size "$1x$1" --crop none \
+    -o "$work/train.h5"
+  run 0 shrink-test data augment "$work/test10k.h5" --part val --size "$1x$1" --crop none \
+    -o "$work/test.h5"
+  rm -f "$work/train60k.h5" "$work/test10k.h5"
+}

@@ -18,7 +18,6 @@
 set -u
 compress=$(realpath "$1")
 py=${CX_PYTHON:?"the tests' Python (ctest sets it: tests/CMakeLists.txt, CX_PYTHON)"}
-fm=/usr/share/datasets/fashion-mnist
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd /
@@ -36,25 +35,12 @@ config_error() {
   expect_in "$1" err "$4"
 }
 
-[[ -f $fm/train-images-idx3-ubyte.gz ]] || {
-  echo "FAIL: $fm is missing (scripts/install-deps.sh installs dataset-fashion-mnist)"
-  exit 1
-}
 $py -c 'import numpy, h5py' 2>/dev/null || {
   echo "FAIL: $py lacks numpy or h5py (scripts/install-deps.sh installs them)"
   exit 1
 }
 
-# ---- data: 1200 training and 500 test images at 14x14 ----
-names="T-shirt/top,Trouser,Pullover,Dress,Coat,Sandal,Shirt,Sneaker,Bag,Ankle boot"
-run 0 import-train data import idx $fm/train-images-idx3-ubyte.gz $fm/train-labels-idx1-ubyte.gz \
-  -o "$work/train60k.h5" --val-fraction 0.02 --seed 1 --class-names "$names"
-run 0 import-test data import idx $fm/t10k-images-idx3-ubyte.gz $fm/t10k-labels-idx1-ubyte.gz \
-  -o "$work/test10k.h5" --val-fraction 0.05 --seed 1 --class-names "$names"
-run 0 shrink-train data augment "$work/train60k.h5" --part val --size 14x14 --crop none \
-  -o "$work/train.h5"
-run 0 shrink-test data augment "$work/test10k.h5" --part val --size 14x14 --crop none \
-  -o "$work/test.h5"
+fmnist_slice 14
 
 cat >"$work/train.toml" <<'EOF'
 # ResNet-20 on 1200 Fashion-MNIST images at 14x14: 24 steps an epoch
