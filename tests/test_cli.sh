@@ -12,7 +12,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fails=0
 
-source "$(dirname "$(realpath "${BASH_SOURCE[0]}")")/cli_lib.sh"
+source "$(dirname "$(realpath "${BASH_SOURCE[0]}")")/cli_lib.sh" || { echo "FAIL: tests/cli_lib.sh did not load"; exit 1; }
 
 model=$files/cnn.onnx
 input=$files/cnn_input.npy

@@ -28,7 +28,7 @@ cd "$work"
 export OMP_NUM_THREADS=1
 fails=0
 
-source "$here/cli_lib.sh"
+source "$here/cli_lib.sh" || { echo "FAIL: tests/cli_lib.sh did not load"; exit 1; }
 
 [[ -f $fm/t10k-images-idx3-ubyte.gz ]] || {
   echo "FAIL: $fm is missing (scripts/install-deps.sh installs dataset-fashion-mnist)"

@@ -29,7 +29,7 @@ cd /
 export OMP_NUM_THREADS=1
 fails=0
 
-source "$here/cli_lib.sh"
+source "$here/cli_lib.sh" || { echo "FAIL: tests/cli_lib.sh did not load"; exit 1; }
 
 # config_error NAME SED_EXPR POSITION TEXT: the file edited by SED_EXPR fails with one line
 # "compress pipeline: bad.toml:POSITION: ...TEXT..."

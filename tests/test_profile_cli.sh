@@ -14,7 +14,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fails=0
 
-source "$(dirname "$(realpath "${BASH_SOURCE[0]}")")/cli_lib.sh"
+source "$(dirname "$(realpath "${BASH_SOURCE[0]}")")/cli_lib.sh" || { echo "FAIL: tests/cli_lib.sh did not load"; exit 1; }
 
 model=$fixtures/golden/cnn.onnx
 run 0 train profile "$model" --batch 8 --steps 3 --training --trace "$work/trace.json" --threads 1

@@ -19,7 +19,7 @@ if [[ -n ${KEEP:-} ]]; then echo "keeping $work"; else trap 'rm -rf "$work"' EXI
 cd /
 export OMP_NUM_THREADS=1
 fails=0
-source "$here/cli_lib.sh"
+source "$here/cli_lib.sh" || { echo "FAIL: tests/cli_lib.sh did not load"; exit 1; }
 
 mnv2="mobilenet_v2:width=0.5,classes=10,input=1x16x16"
 r20="resnet20:classes=10,input=1x16x16"

@@ -24,7 +24,7 @@ cd /
 export OMP_NUM_THREADS=1 # the config says threads = 1; eval and infer follow it
 fails=0
 
-source "$(dirname "$(realpath "${BASH_SOURCE[0]}")")/cli_lib.sh"
+source "$(dirname "$(realpath "${BASH_SOURCE[0]}")")/cli_lib.sh" || { echo "FAIL: tests/cli_lib.sh did not load"; exit 1; }
 
 # config_error NAME SED_EXPR POSITION TEXT: the config edited by SED_EXPR fails with one line
 # "compress train: bad.toml:POSITION: ...TEXT..."
