@@ -14,5 +14,6 @@ extern const cx_op_def *const cx_ops_shape[];
 extern const cx_op_def *const cx_ops_reduce[];
 extern const cx_op_def *const cx_ops_loss[];
 extern const cx_op_def *const cx_ops_optim[];
+extern const cx_op_def *const cx_ops_quant[];
 
 #endif
