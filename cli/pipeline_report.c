@@ -195,6 +195,9 @@ cx_status cx_pipeline_report(const cx_pipeline *p, const char *out, int *models)
   if (!b) return cx_fail(CX_ERR_NOMEM, "out of memory");
   b->p = p, b->out = out;
   b->ms = (cx_report_measurer){.runs = RUNS, .threads = p->threads};
+  for (int i = 0; i < CX_STAGE_COUNT && !b->ms.val_data; i++) /* [data] is every stage's */
+    if (p->stages[i].present && p->stages[i].tc.val_path)
+      b->ms.val_data = p->stages[i].tc.val_path, b->ms.val_part = p->stages[i].tc.opts.val_part;
   cx_status s = collect(b);
   *models = b->n;
   if (s != CX_OK || b->n == 0) {

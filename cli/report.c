@@ -15,7 +15,7 @@
 #include "../train/metrics.h"
 
 cx_report_model cx_report_model_empty(const char *name) {
-  return (cx_report_model){.name = name, .top1 = NAN, .top5 = NAN, .val_loss = NAN,
+  return (cx_report_model){.name = name, .top1 = NAN, .top5 = NAN, .ort_top1 = NAN, .val_loss = NAN,
                            .params = -1, .macs = -1, .params_nonzero = -1, .macs_effective = -1,
                            .onnx_bytes = -1, .onnx_gzip_bytes = -1, .cpu_ms = {NAN, NAN},
                            .ort_ms = {NAN, NAN}, .train_seconds = NAN, .train_images_per_s = NAN};
@@ -123,6 +123,7 @@ typedef struct column {
 static double known(int64_t v) { return v < 0 ? NAN : (double)v; }
 static double top1(const cx_report_model *m) { return m->top1; }
 static double top5(const cx_report_model *m) { return m->top5; }
+static double ort_top1(const cx_report_model *m) { return m->ort_top1; }
 static double val_loss(const cx_report_model *m) { return m->val_loss; }
 static double params(const cx_report_model *m) { return known(m->params); }
 static double params_nonzero(const cx_report_model *m) { return known(m->params_nonzero); }
@@ -144,6 +145,8 @@ static double train_rate(const cx_report_model *m) { return m->train_images_per_
 static const column columns[] = {
     {"top-1", "% of the validation set", "top1", PCT, top1},
     {"top-5", "% of the validation set", "top5", PCT, top5},
+    {"ORT top-1", "% of the validation set, the ONNX file run by ONNX Runtime", "ort_top1", PCT,
+     ort_top1},
     {"val loss", "mean cross-entropy", "val_loss", LOSS, val_loss},
     {"params", "trainable values", "params", COUNT, params},
     {"non-zero", "trainable values not exactly zero", "params_nonzero", COUNT, params_nonzero},

@@ -36,6 +36,7 @@ typedef struct cx_report_model {
   const char *arch;        /* "resnet20", "mobilenet_v2:width=0.5", an ONNX path; may be NULL */
   const char *onnx_path;   /* the exported model, NULL if none */
   double top1, top5;       /* percent on the validation set; NAN: not measured */
+  double ort_top1;         /* top-1 of the ONNX file in ONNX Runtime on the same set; NAN: none */
   double val_loss;         /* mean cross-entropy on the validation set; NAN: not measured */
   int64_t params, macs;    /* trainable values, MACs per image (cx_graph_measure_cost); -1: unknown */
   int64_t params_nonzero;  /* of the params, those not exactly zero; -1: unknown */
@@ -121,11 +122,14 @@ typedef struct cx_report_measurer {
   int runs;             /* latency: the median of this many runs */
   int threads;          /* both runtimes; 0: their defaults */
   bool ort_missing;     /* ONNX Runtime is not installed (found out once, not tried again) */
+  const char *val_data; /* the validation set for ONNX Runtime's top-1 (NULL: not measured) */
+  const char *val_part; /* its part; NULL or "": the main one */
   char ort_version[64]; /* set when ONNX Runtime ran */
 } cx_report_measurer;
 
-/* Everything the report measures from a model's ONNX file into m: file and gzip size, cost, and
- * latency at batch 1 and 32 on our runtime and in ONNX Runtime. What cannot be measured (the
+/* Everything the report measures from a model's ONNX file into m: file and gzip size, cost,
+ * latency at batch 1 and 32 on our runtime and in ONNX Runtime, and ONNX Runtime's top-1 on
+ * ms->val_data when it is set. What cannot be measured (the
  * file does not import, a runtime refuses it) is recorded in m's errors and the rest is still
  * measured, so this fails only on bad arguments. */
 cx_status cx_report_measure_onnx(cx_report_measurer *ms, const char *path, cx_report_model *m);
@@ -141,6 +145,12 @@ cx_status cx_report_cpu_latency(const cx_graph *model, int64_t batch, int runs, 
  * version (may be NULL) receives onnxruntime's version. */
 cx_status cx_report_ort_latency(const char *onnx_path, int64_t batch, int runs, int threads,
                                 double *ms, char *version, size_t version_size);
+
+/* Top-1 (percent) of the file in ONNX Runtime on an HDF5 data set (its "images" and "labels",
+ * in the group part or at the root), preprocessed as the file's compress.input_* metadata says;
+ * through the same python as cx_report_ort_latency, which also needs h5py here. */
+cx_status cx_report_ort_top1(const char *onnx_path, const char *data, const char *part,
+                             int threads, double *top1);
 
 /* A curve from a metrics.jsonl file (train/metrics.h): the lines that contain `filter` (NULL:
  * all) and both keys, as (x_key, y_key) pairs; *x and *y are malloc'ed. x rises: a line whose x

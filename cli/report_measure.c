@@ -82,9 +82,9 @@ cx_status cx_report_cpu_latency(const cx_graph *model, int64_t batch, int runs, 
 }
 
 /* ---- ONNX Runtime ----
- * A script kept in the binary, so an installed `compress` needs no file beside it. It prints
- * "ok <version> <median ms>", or exits 3 when numpy or onnxruntime cannot be imported. */
-static const char ort_script[] =
+ * Scripts kept in the binary, so an installed `compress` needs no file beside them. Each prints
+ * "ok <version> <number>" as its last line, or exits 3 when what it imports is missing. */
+static const char ort_latency_script[] =
     "import sys, time, statistics\n"
     "try:\n"
     "    import numpy as np, onnxruntime as ort\n"
@@ -107,6 +107,41 @@ static const char ort_script[] =
     "    a = time.perf_counter(); s.run(None, feed); t.append((time.perf_counter() - a) * 1e3)\n"
     "print('ok', ort.__version__, statistics.median(t))\n";
 
+/* Top-1 of the file on a data set (HDF5 "images" [n,H,W,C] uint8 and "labels", in the group
+ * `part` or at the root), fed as the file's own metadata says (compress.input_*), so that the
+ * figure comes from another runtime and another reader of the data. */
+static const char ort_top1_script[] =
+    "import sys\n"
+    "try:\n"
+    "    import numpy as np, onnxruntime as ort, h5py\n"
+    "except Exception as e:\n"
+    "    print('missing', e); sys.exit(3)\n"
+    "path, data, part, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])\n"
+    "so = ort.SessionOptions()\n"
+    "if threads > 0:\n"
+    "    so.intra_op_num_threads = threads\n"
+    "    so.inter_op_num_threads = 1\n"
+    "s = ort.InferenceSession(path, so, providers=['CPUExecutionProvider'])\n"
+    "meta = s.get_modelmeta().custom_metadata_map\n"
+    "need = ['compress.input_layout', 'compress.input_scale', 'compress.input_mean', 'compress.input_std']\n"
+    "if any(k not in meta for k in need) or meta['compress.input_layout'] != 'NCHW':\n"
+    "    print('no compress.input_* metadata in the file'); sys.exit(1)\n"
+    "a, _, b = meta['compress.input_scale'].partition('/')\n"
+    "scale = np.float32(float(a) / float(b) if b else float(a))\n"
+    "mean = np.asarray([float(v) for v in meta['compress.input_mean'].split(',')], np.float32).reshape(1, -1, 1, 1)\n"
+    "std = np.asarray([float(v) for v in meta['compress.input_std'].split(',')], np.float32).reshape(1, -1, 1, 1)\n"
+    "with h5py.File(data, 'r') as f:\n"
+    "    g = f[part] if part else f\n"
+    "    images, labels = g['images'][()], g['labels'][()]\n"
+    "name = s.get_inputs()[0].name\n"
+    "correct = 0\n"
+    "for at in range(0, len(labels), 500):\n"
+    "    x = (images[at:at + 500].astype(np.float32) * scale).transpose(0, 3, 1, 2)\n"
+    "    x = np.ascontiguousarray((x - mean) / std, np.float32)\n"
+    "    y = s.run(None, {name: x})[0]\n"
+    "    correct += int((y.argmax(axis=1) == labels[at:at + 500]).sum())\n"
+    "print('ok', ort.__version__, 100.0 * correct / max(len(labels), 1))\n";
+
 /* 'text' for the shell, with embedded quotes closed and reopened */
 static void shell_quote(char *out, size_t size, const char *s) {
   size_t o = 0;
@@ -123,12 +158,12 @@ static void shell_quote(char *out, size_t size, const char *s) {
   out[o] = '\0';
 }
 
-static cx_status write_script(char *path) {
-  strcpy(path, "/tmp/cx_ort_latency_XXXXXX");
+static cx_status write_script(const char *text, char *path) {
+  strcpy(path, "/tmp/cx_ort_XXXXXX");
   int fd = mkstemp(path);
   if (fd < 0) return cx_fail(CX_ERR_IO, "cannot create a temporary script: %s", strerror(errno));
-  size_t n = sizeof ort_script - 1;
-  bool ok = write(fd, ort_script, n) == (ssize_t)n;
+  size_t n = strlen(text);
+  bool ok = write(fd, text, n) == (ssize_t)n;
   close(fd);
   if (!ok) {
     unlink(path);
@@ -137,22 +172,30 @@ static cx_status write_script(char *path) {
   return CX_OK;
 }
 
-cx_status cx_report_ort_latency(const char *onnx_path, int64_t batch, int runs, int threads,
-                                double *ms, char *version, size_t version_size) {
-  *ms = NAN;
-  /* $CX_PYTHON, else the venv scripts/install-deps.sh makes (where it installs onnxruntime) */
+/* Runs script with the arguments (each quoted here) through $CX_PYTHON, else the venv
+ * scripts/install-deps.sh makes (where it installs onnxruntime), else /usr/bin/python3; *v is
+ * the number of its "ok <version> <number>" line. CX_ERR_UNSUPPORTED: python or what the
+ * script imports is missing. what names the measurement in messages. */
+static cx_status run_ort_script(const char *script_text, const char *what, const char *onnx_path,
+                                const char *const *args, int n_args, double *v, char *version,
+                                size_t version_size) {
+  *v = NAN;
   const char *py = getenv("CX_PYTHON");
   if (!py || !*py)
     py = access("/opt/compress-venv/bin/python3", X_OK) == 0 ? "/opt/compress-venv/bin/python3"
                                                              : "/usr/bin/python3";
   if (access(py, X_OK) != 0)
-    return cx_fail(CX_ERR_UNSUPPORTED, "ONNX Runtime latency: %s is not there", py);
-  char script[64], qpath[4200], qpy[600], cmd[5000], line[512] = "";
-  CX_TRY(write_script(script));
-  shell_quote(qpath, sizeof qpath, onnx_path);
-  shell_quote(qpy, sizeof qpy, py);
-  snprintf(cmd, sizeof cmd, "%s %s %s %lld %d %d 2>&1", qpy, script, qpath, (long long)batch,
-           runs, threads);
+    return cx_fail(CX_ERR_UNSUPPORTED, "ONNX Runtime %s: %s is not there", what, py);
+  char script[64], q[4200], cmd[16384], line[512] = "";
+  CX_TRY(write_script(script_text, script));
+  size_t at = 0;
+  shell_quote(q, sizeof q, py);
+  at += (size_t)snprintf(cmd + at, sizeof cmd - at, "%s %s", q, script);
+  for (int i = 0; i < n_args && at < sizeof cmd; i++) {
+    shell_quote(q, sizeof q, args[i]);
+    at += (size_t)snprintf(cmd + at, sizeof cmd - at, " %s", q);
+  }
+  if (at < sizeof cmd) snprintf(cmd + at, sizeof cmd - at, " 2>&1");
   FILE *p = popen(cmd, "r");
   cx_status s = CX_OK;
   if (!p) s = cx_fail(CX_ERR_IO, "cannot run %s: %s", py, strerror(errno));
@@ -163,15 +206,36 @@ cx_status cx_report_ort_latency(const char *onnx_path, int64_t batch, int runs, 
   if (s != CX_OK) return s;
   last[strcspn(last, "\n")] = '\0';
   char ver[64];
-  double v = NAN;
-  if (rc != 0 || sscanf(last, "ok %63s %lf", ver, &v) != 2) {
+  double x = NAN;
+  if (rc != 0 || sscanf(last, "ok %63s %lf", ver, &x) != 2) {
     if (strncmp(last, "missing", 7) == 0)
-      return cx_fail(CX_ERR_UNSUPPORTED, "ONNX Runtime is not installed for %s (%s)", py, last);
-    return cx_fail(CX_ERR_BACKEND, "ONNX Runtime could not run %s: %s", onnx_path, last);
+      return cx_fail(CX_ERR_UNSUPPORTED, "ONNX Runtime %s: not installed for %s (%s)", what, py,
+                     last);
+    return cx_fail(CX_ERR_BACKEND, "ONNX Runtime could not run %s (%s): %s", onnx_path, what,
+                   last);
   }
-  *ms = v;
+  *v = x;
   if (version) snprintf(version, version_size, "%s", ver);
   return CX_OK;
+}
+
+cx_status cx_report_ort_latency(const char *onnx_path, int64_t batch, int runs, int threads,
+                                double *ms, char *version, size_t version_size) {
+  char b[32], r[32], t[32];
+  snprintf(b, sizeof b, "%lld", (long long)batch);
+  snprintf(r, sizeof r, "%d", runs);
+  snprintf(t, sizeof t, "%d", threads);
+  const char *args[] = {onnx_path, b, r, t};
+  return run_ort_script(ort_latency_script, "latency", onnx_path, args, 4, ms, version,
+                        version_size);
+}
+
+cx_status cx_report_ort_top1(const char *onnx_path, const char *data, const char *part,
+                             int threads, double *top1) {
+  char t[32];
+  snprintf(t, sizeof t, "%d", threads);
+  const char *args[] = {onnx_path, data, part ? part : "", t};
+  return run_ort_script(ort_top1_script, "top-1", onnx_path, args, 4, top1, NULL, 0);
 }
 
 /* ---- one model's file ---- */
@@ -200,6 +264,13 @@ static void ort_latency(cx_report_measurer *ms, const char *path, cx_report_mode
   }
 }
 
+static void ort_top1(cx_report_measurer *ms, const char *path, cx_report_model *m) {
+  if (ms->ort_missing || !ms->val_data) return;
+  cx_status s = cx_report_ort_top1(path, ms->val_data, ms->val_part, ms->threads, &m->ort_top1);
+  if (s == CX_ERR_UNSUPPORTED) ms->ort_missing = true;
+  else if (s != CX_OK) cx_report_model_fail(m, "ort_top1", "refused", cx_last_error());
+}
+
 cx_status cx_report_measure_onnx(cx_report_measurer *ms, const char *path, cx_report_model *m) {
   if (!ms || !path || !m || ms->runs < 1)
     return cx_fail(CX_ERR_ARG, "report: measuring %s: no model, path or runs", path ? path : "?");
@@ -225,6 +296,7 @@ cx_status cx_report_measure_onnx(cx_report_measurer *ms, const char *path, cx_re
   }
   cx_graph_free(g);
   ort_latency(ms, path, m);
+  ort_top1(ms, path, m);
   cx_error_clear();
   return CX_OK;
 }
