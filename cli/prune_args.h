@@ -1,29 +1,15 @@
 #ifndef CX_CLI_PRUNE_ARGS_H
 #define CX_CLI_PRUNE_ARGS_H
 
-/* The options of `compress prune` and `compress prune scan`, turned into the [prune], [data] and
- * [train] tables the pipeline reads (cli/prune_config.h, train/train_config.h). */
+/* The options of `compress prune` and `compress prune scan` (cli/stage_args.h: turned into the
+ * [prune], [data] and [train] tables the pipeline reads, cli/prune_config.h). */
 
 #include <stdbool.h>
 
-#include "../core/toml.h"
-#include "../import/onnx.h"
-#include "commands.h"
 #include "prune_config.h"
-#include "../train/train_config.h"
+#include "stage_args.h"
 
-enum { CX_PRUNE_ARGS_MAX = 64 };
-
-typedef struct cx_prune_args {
-  const char *model, *out, *data, *val, *svg, *device;
-  bool quiet, json;
-  /* TOML "key = value" lines of the [prune] and [train] tables, from the options */
-  char *prune_lines[CX_PRUNE_ARGS_MAX], *data_lines[CX_PRUNE_ARGS_MAX];
-  char *train_lines[CX_PRUNE_ARGS_MAX];
-  int n_prune, n_data, n_train;
-  int threads;
-  cx_toml *doc; /* the tables, once read */
-} cx_prune_args;
+typedef cx_stage_args cx_prune_args;
 
 /* Fills a from the arguments after "prune" (scan: after "prune scan"); returns 0, or the exit
  * code of a usage error (printed). */
