@@ -127,6 +127,7 @@ typedef struct cx_quant_site {
   cx_quant_use *uses;
   float *scale, *zero;   /* channels each; zero is 0 except for UINT8 activations */
   int64_t zero_channels; /* channels whose range was zero (scale 1): see cx_quant_scale */
+  int64_t first_zero;    /* the first of them */
   bool calibrated;
 } cx_quant_site;
 
@@ -161,9 +162,10 @@ cx_status cx_quant_insert(cx_graph *g, const cx_quant_plan *p, cx_value_kind sca
  * input" rule; the quantized graph itself stays valid (scale 1). */
 cx_status cx_quant_check_ranges(const cx_quant_plan *p, const char *model);
 
-/* BatchNorm folded into the Conv or Gemm before it (inference mode), in place; *folded counts
- * them (may be NULL). The one entry point quantize/ folds through (core's transform). */
-cx_status cx_quant_fold_bn(cx_graph *g, int *folded);
+/* g with its inference BatchNormalization folded into the Conv or Gemm before it, as a new
+ * graph (*folded counts them; may be NULL): the one entry point quantize/ folds through, core's
+ * cx_graph_fold_bn. */
+cx_status cx_quant_fold_bn(const cx_graph *g, cx_graph **out, int *folded);
 
 /* ---- calibration data (quantize/calibrate.c) ---- */
 
@@ -218,18 +220,28 @@ void cx_quant_sqnr_print(const cx_quant_sqnr_table *t, FILE *f);
 
 typedef struct cx_quant_qat cx_quant_qat;
 
-/* The QAT extension for a folded model (cx_quant_fold_bn; the model the trainer trains) and a
- * calibrated plan (cx_quant_calibrate: QAT starts from PTQ's scales), copied. wrap_graph
- * inserts the FakeQuantize nodes (STATE scales, or PARAM with lsq); opened finds them; observers
- * update after every observe_every-th optimizer step (reading each site's input with
- * cx_program_read) until freeze_observers_after epochs are done; scales and observer state are
- * checkpoint state ("quantize/<value>.scale", ...) restored bit-identically on resume. log: NULL
+/* QAT of a folded model (cx_quant_fold_bn) from a calibrated plan (cx_quant_calibrate: QAT
+ * starts from PTQ's scales), both copied. The graph to train is cx_quant_qat_graph: the model
+ * with the plan's FakeQuantize nodes, whose scales are STATE initializers (PARAM with lsq), so
+ * that the trainer's evaluation program, checkpoints and final store carry them as they carry
+ * BatchNorm statistics (a FakeQuantize inserted only into the training graph would leave the
+ * evaluation float and the trained scales nowhere to go). Pass it to cx_train together with
+ * cx_quant_qat_ext; a distillation extension builds its loss on it as on any student.
+ * Observers (not with lsq): after every observe_every-th optimizer step, until the first batch
+ * of epoch freeze_observers_after is fed, each activation's batch min and max (read with
+ * cx_program_read; wrap_graph makes them outputs so they are still readable) move an EMA that
+ * starts at the calibrated range, and the new scales are written into the program. The EMA is
+ * checkpoint state ("quantize/observer_range", "quantize/observer_flags"); the scales are the
+ * graph's STATE values the trainer checkpoints, so a resumed run is bit-identical. log: NULL
  * is quiet. */
 cx_status cx_quant_qat_open(const cx_graph *model, const cx_quant_plan *calibrated,
                             const cx_quant_config *c, FILE *log, cx_quant_qat **out);
+/* The graph to train (owned by q; cx_train trains it in place). */
+cx_graph *cx_quant_qat_graph(cx_quant_qat *q);
 cx_train_ext cx_quant_qat_ext(cx_quant_qat *q);
-/* After cx_train: the trained (float) model with FakeQuantize nodes at the final scales, and
- * the plan holding them (copied into *plan when not NULL). */
+/* After cx_train: a copy of the trained graph (cx_quant_qat_graph) with its scales made
+ * constants, the quantized model for the exporter; *plan (may be NULL) gets the plan with the
+ * final scales. */
 cx_status cx_quant_qat_finish(cx_quant_qat *q, const cx_graph *trained, cx_graph **quantized,
                               cx_quant_plan *plan);
 void cx_quant_qat_close(cx_quant_qat *q);
