@@ -113,8 +113,9 @@ static cx_stage_run stage_run(runner *r, cx_pipeline_stage *s, const cx_graph *i
 
 /* Trains the stage's model g with the metrics writers and the record's extensions (input: the
  * input stage's model); *before: the time its earlier, interrupted runs took (resuming). */
-static cx_status train_stage(runner *r, cx_pipeline_stage *s, cx_graph *g, const cx_graph *input,
-                             cx_train_result *res, cx_stage_result *before) {
+static cx_status train_stage(runner *r, cx_pipeline_stage *s, cx_graph **g,
+                             const cx_graph *input, cx_train_result *res,
+                             cx_stage_result *before) {
   cx_train_opts *o = &s->tc.opts;
   char ckdir[PATH_MAX_], resume[PATH_MAX_];
   snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s", r->out, s->name);
@@ -135,7 +136,8 @@ static cx_status train_stage(runner *r, cx_pipeline_stage *s, cx_graph *g, const
   cx_train_ext sinks = cx_cli_sinks_extension(&r->sinks);
   cx_status st = cx_stage_run_add(&sr, &sinks);
   if (st == CX_OK && s->def->begin) st = s->def->begin(&sr);
-  if (st == CX_OK) st = cx_train(g, o, res);
+  if (st == CX_OK) st = cx_train(*g, o, res);
+  if (st == CX_OK && !res->stopped && s->def->trained_model) st = s->def->trained_model(&sr, g);
   cx_status e = s->def->end ? s->def->end(&sr) : CX_OK;
   o->extensions = NULL, o->n_extensions = 0; /* they lived in sr */
   return st != CX_OK ? st : e;
@@ -169,7 +171,7 @@ static cx_status stage_result(const runner *r, const cx_pipeline_stage *s, const
     out->steps = res->steps;
   }
   out->val = res->val;
-  if (!out->val.n && o->val_path)
+  if (!out->val.n && o->val_path && !s->def->score_output) /* else: scored after export */
     CX_TRY(cx_evaluate(g, o->backend, o->val_path, o->val_part, &o->val_aug, o->batch_size,
                        &out->val));
   return CX_OK;
@@ -199,12 +201,25 @@ static cx_status stopped(runner *r, const cx_pipeline_stage *s, const cx_train_r
                  "continue from the checkpoint", s->name, (long long)res->steps);
 }
 
+/* The stage's accuracy as our runtime runs its exported file (cx_stage_def.score_output). */
+static cx_status score_file(const cx_pipeline_stage *s, const char *path, cx_stage_result *out) {
+  const cx_train_opts *o = &s->tc.opts;
+  if (!o->val_path) return CX_OK;
+  cx_graph *f = NULL;
+  CX_TRY(cx_onnx_import(path, &f, NULL));
+  cx_status st = cx_evaluate(f, o->backend, o->val_path, o->val_part, &o->val_aug,
+                             o->batch_size, &out->val);
+  cx_graph_free(f);
+  return st;
+}
+
 static cx_status finish(runner *r, const cx_pipeline_stage *s, cx_graph *g, char *old,
-                        const cx_stage_result *result, const cx_train_result *res) {
+                        cx_stage_result *result, const cx_train_result *res) {
   char path[PATH_MAX_];
   snprintf(path, sizeof path, "%s/%s", r->out, s->output);
   cx_cli_train_restore_input(g, old);
   CX_TRY(cx_cli_export_trained(&s->tc, g, path, &r->p.export));
+  if (s->def->score_output) CX_TRY(score_file(s, path, result));
   CX_TRY(cx_pipeline_manifest_write(r->out, s->name, "done", s->hash, result));
   print_result(s, res, result, path);
   /* complete: a forced rerun starts afresh rather than resuming from the last step */
@@ -233,7 +248,7 @@ static cx_status run_stage(runner *r, int id) {
   cx_stage_result before = cx_stage_result_empty(), result;
   cx_status st = load_input(r, s, &input);
   if (st == CX_OK) st = load_model(r, s, input, &g, &old);
-  if (st == CX_OK && s->trains) st = train_stage(r, s, g, input, &res, &before);
+  if (st == CX_OK && s->trains) st = train_stage(r, s, &g, input, &res, &before);
   if (st == CX_OK && res.stopped) st = stopped(r, s, &res, &before, now() - t0);
   else if (st == CX_OK) {
     st = stage_result(r, s, g, &res, &before, &result);

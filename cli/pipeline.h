@@ -13,6 +13,7 @@
 #include "../train/train_config.h"
 #include "device.h"
 #include "prune_config.h"
+#include "quantize_config.h"
 #include "train_common.h"
 
 enum { CX_STAGE_COUNT = 5 }; /* the records of cx_stage_defs */
@@ -47,10 +48,17 @@ typedef struct cx_stage_def {
   /* Before training: its trainer extensions (cx_stage_run_add); after (also after a failure):
    * its results into r->result, and what begin opened freed. */
   cx_status (*begin)(cx_stage_run *r);
+  /* After training that ran to its end, before `end`: the model to evaluate and export in place
+   * of the trained one (*g replaced, the old graph freed; QAT: the trained weights with their
+   * FakeQuantize nodes at the final scales). NULL: the trained model. */
+  cx_status (*trained_model)(cx_stage_run *r, cx_graph **g);
   cx_status (*end)(cx_stage_run *r);
   /* A sentence for the report about its output model (the ONNX file at path), or nothing. */
   void (*report_note)(const cx_pipeline *p, const cx_pipeline_stage *s, const char *path,
                       char *buf, size_t size);
+  /* Its accuracy is measured on its exported file, as our runtime imports it (the INT8 model:
+   * the INT8 runtime, not the float simulation the stage trained). */
+  bool score_output;
 } cx_stage_def;
 
 extern const cx_stage_def cx_stage_defs[CX_STAGE_COUNT];
@@ -79,6 +87,7 @@ struct cx_pipeline {
   cx_cli_export export;
   double temperature, alpha; /* [distill] (its defaults without one) */
   cx_cli_prune prune;        /* [prune]'s pruning keys */
+  cx_cli_quant quant;        /* [quantize]'s quantization keys */
   const cx_toml *data;
   cx_pipeline_stage stages[CX_STAGE_COUNT];
 };
@@ -175,7 +184,15 @@ cx_status cx_pipeline_prune_begin(cx_stage_run *r);
 cx_status cx_pipeline_prune_end(cx_stage_run *r);
 void cx_pipeline_prune_note(const cx_pipeline *p, const cx_pipeline_stage *s, const char *path,
                             char *buf, size_t size);
-/* A stage whose issue has not landed: its table is refused, naming it. */
-cx_status cx_pipeline_read_unimplemented(cx_pipeline *p, cx_pipeline_stage *s);
+/* The quantize stage (cli/pipeline_quantize.c). */
+cx_status cx_pipeline_read_quantize(cx_pipeline *p, cx_pipeline_stage *s);
+void cx_pipeline_quantize_salt(const cx_pipeline *p, const cx_pipeline_stage *s, char *buf,
+                               size_t size);
+cx_status cx_pipeline_quantize_model(cx_stage_run *r, cx_graph **g, char **old_input);
+cx_status cx_pipeline_quantize_begin(cx_stage_run *r);
+cx_status cx_pipeline_quantize_trained(cx_stage_run *r, cx_graph **g);
+cx_status cx_pipeline_quantize_end(cx_stage_run *r);
+void cx_pipeline_quantize_note(const cx_pipeline *p, const cx_pipeline_stage *s,
+                               const char *path, char *buf, size_t size);
 
 #endif

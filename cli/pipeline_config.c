@@ -202,11 +202,37 @@ cx_status cx_pipeline_read_prune(cx_pipeline *p, cx_pipeline_stage *s) {
   return CX_OK;
 }
 
-cx_status cx_pipeline_read_unimplemented(cx_pipeline *p, cx_pipeline_stage *s) {
-  const cx_toml *t = cx_toml_get(p->doc, s->name);
+/* PTQ does not train: a training key in its table is a mistake, not a default to ignore. */
+static cx_status refuse_training_keys(const cx_toml *t) {
+  for (size_t i = 0; i < cx_toml_len(t); i++) {
+    const char *k = cx_toml_key(cx_toml_at(t, i));
+    bool ours = false;
+    for (int j = 0; cx_cli_quant_keys[j] && !ours; j++) ours = !strcmp(k, cx_cli_quant_keys[j]);
+    if (!ours)
+      return cx_toml_fail(cx_toml_at(t, i), CX_ERR_FORMAT, "'%s' is a training key, and "
+                          "method = \"ptq\" does not train: set method = \"qat\" or remove "
+                          "it", k);
+  }
+  return CX_OK;
+}
+
+/* [quantize]: the quantization keys (cli/quantize_config.h) and, for QAT, the training keys; it
+ * quantizes the student, the output of [prune], [distill] or [student.train]. */
+cx_status cx_pipeline_read_quantize(cx_pipeline *p, cx_pipeline_stage *s) {
+  const cx_toml *t, *student = cx_toml_get(p->doc, "student");
+  CX_TRY(table(p->doc, "quantize", &t));
   if (!t) return CX_OK;
-  return cx_toml_fail(t, CX_ERR_UNSUPPORTED, "the %s stage is not implemented yet: remove [%s] "
-                      "for now", s->name, s->name);
+  if (!student || (!cx_toml_get(p->doc, "distill") && !cx_toml_get(student, "train")))
+    return cx_toml_fail(t, CX_ERR_FORMAT, "[quantize] quantizes the student: add a [student] "
+                        "trained by [distill] or under [student.train]");
+  CX_TRY(read_stage(p, s, student, t, cx_cli_quant_keys));
+  s->table = t;
+  CX_TRY(cx_cli_quant_read(t, &p->quant));
+  if (p->quant.c.method == CX_QUANT_PTQ) {
+    CX_TRY(refuse_training_keys(t));
+    s->trains = false; /* calibration only; the table is still hashed as its settings */
+  }
+  return CX_OK;
 }
 
 /* Each present stage's input: the first present stage of its record's list. */
@@ -299,6 +325,7 @@ cx_status cx_pipeline_load(const char *path, cx_pipeline *p) {
 
 void cx_pipeline_free(cx_pipeline *p) {
   cx_cli_prune_free(&p->prune);
+  cx_cli_quant_free(&p->quant);
   for (int i = 0; i < CX_STAGE_COUNT; i++) {
     p->stages[i].tc.doc = NULL; /* the pipeline's */
     if (p->stages[i].tc.path) cx_train_config_free(&p->stages[i].tc);

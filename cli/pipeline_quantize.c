@@ -1,0 +1,130 @@
+/* The quantize stage's record functions: the one place where the pipeline meets quantize/.
+ * PTQ does not train: the stage's model is the input model calibrated (cli/quantize_run.c).
+ * QAT trains the BatchNorm-folded input model with the QAT extension, starting from PTQ's
+ * scales, and exports the trained weights with their FakeQuantize nodes; when the pipeline has
+ * a teacher, it distils from it as the prune stage does. A resumed QAT run calibrates again
+ * (the same batches, the same scales) and then restores the scales from the checkpoint. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/op.h"
+#include "../import/onnx.h"
+#include "commands.h"
+#include "pipeline.h"
+#include "quantize_run.h"
+
+typedef struct quant_run {
+  cx_graph *teacher;
+  void *kd;
+  cx_quant_qat *qat;
+} quant_run;
+
+static bool has_teacher(const cx_pipeline *p) {
+  return p->stages[cx_pipeline_stage_find("teacher")].present;
+}
+
+static bool is_qat(const cx_pipeline *p) { return p->quant.c.method == CX_QUANT_QAT; }
+
+void cx_pipeline_quantize_salt(const cx_pipeline *p, const cx_pipeline_stage *s, char *buf,
+                               size_t size) {
+  (void)s;
+  size_t at = strlen(buf);
+  if (is_qat(p) && has_teacher(p))
+    snprintf(buf + at, size - at, "|kd|T=%a|a=%a", p->temperature, p->alpha);
+}
+
+static cx_cli_quant_job job(const cx_stage_run *r) {
+  return (cx_cli_quant_job){.config = &r->p->quant.c, .train = (cx_train_config *)&r->s->tc,
+                            .model_name = r->s->model, .log = r->opts->quiet ? NULL : stdout};
+}
+
+/* QAT from PTQ: the calibrated plan, and the extension on the folded model. */
+static cx_status open_qat(const cx_stage_run *r, cx_quant_qat **q) {
+  cx_cli_quant_job j = job(r);
+  cx_graph *quantized = NULL, *folded = NULL;
+  cx_quant_plan plan = {0};
+  CX_TRY(cx_cli_quant_ptq(&j, r->input, &quantized, &folded, &plan));
+  cx_status s = cx_quant_qat_open(folded, &plan, &r->p->quant.c, j.log, q);
+  cx_quant_plan_free(&plan);
+  cx_graph_free(quantized);
+  cx_graph_free(folded);
+  return s;
+}
+
+/* PTQ: the calibrated model. QAT: the folded model with FakeQuantize nodes whose scales are
+ * state (cx_quant_qat_graph), which the trainer trains; begin opens the extension again on the
+ * same calibration, which gives the same scales. */
+cx_status cx_pipeline_quantize_model(cx_stage_run *r, cx_graph **g, char **old_input) {
+  *old_input = NULL;
+  if (!r->input) return cx_fail(CX_ERR_ARG, "quantize: no input model");
+  cx_cli_quant_job j = job(r);
+  if (!is_qat(r->p)) return cx_cli_quant_ptq(&j, r->input, g, NULL, NULL);
+  cx_quant_qat *q = NULL;
+  CX_TRY(open_qat(r, &q));
+  *g = cx_graph_clone(cx_quant_qat_graph(q));
+  cx_quant_qat_close(q);
+  return *g ? CX_OK : cx_fail(CX_ERR_NOMEM, "out of memory");
+}
+
+static cx_status load_teacher(cx_stage_run *r, cx_graph **g) {
+  char path[CX_CLI_PATH_MAX], *old = NULL;
+  snprintf(path, sizeof path, "%s/%s", r->out,
+           r->p->stages[cx_pipeline_stage_find("teacher")].output);
+  CX_TRY(cx_onnx_import(path, g, NULL));
+  cx_cli_rename_input(*g, &old);
+  free(old);
+  return CX_OK;
+}
+
+cx_status cx_pipeline_quantize_begin(cx_stage_run *r) {
+  quant_run *q = calloc(1, sizeof *q);
+  if (!q) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  r->state = q;
+  if (has_teacher(r->p) && cx_pipeline_kd_available()) {
+    CX_TRY(load_teacher(r, &q->teacher));
+    CX_TRY(cx_pipeline_kd_begin(r, q->teacher, &q->kd));
+  }
+  CX_TRY(open_qat(r, &q->qat));
+  cx_train_ext e = cx_quant_qat_ext(q->qat);
+  return cx_stage_run_add(r, &e);
+}
+
+cx_status cx_pipeline_quantize_trained(cx_stage_run *r, cx_graph **g) {
+  quant_run *q = r->state;
+  cx_graph *out = NULL;
+  CX_TRY(cx_quant_qat_finish(q->qat, *g, &out, NULL));
+  cx_graph_free(*g);
+  *g = out;
+  return CX_OK;
+}
+
+cx_status cx_pipeline_quantize_end(cx_stage_run *r) {
+  quant_run *q = r->state;
+  if (!q) return CX_OK;
+  cx_status st = cx_pipeline_kd_end(r, q->kd);
+  cx_quant_qat_close(q->qat);
+  cx_graph_free(q->teacher);
+  free(q);
+  r->state = NULL;
+  return st;
+}
+
+/* The method and calibration, and how many Q/DQ pairs the file carries. */
+void cx_pipeline_quantize_note(const cx_pipeline *p, const cx_pipeline_stage *s,
+                               const char *path, char *buf, size_t size) {
+  const cx_quant_config *c = &p->quant.c;
+  cx_graph *g = NULL;
+  int dq = 0;
+  if (cx_onnx_import(path, &g, NULL) == CX_OK)
+    for (int i = 0; i < g->n_nodes; i++) dq += !strcmp(g->nodes[i].op->name, "DequantizeLinear");
+  cx_graph_free(g);
+  cx_error_clear();
+  snprintf(buf, size, "Quantization (stage %s): %s, %s activations, weights per-channel INT8, "
+           "%s calibration on %lld batches%s; %d DequantizeLinear nodes in the file.", s->name,
+           c->method == CX_QUANT_QAT ? (c->lsq ? "QAT with learned scales (LSQ)" : "QAT") : "PTQ",
+           c->activations == CX_QUANT_UINT8 ? "UINT8" : "INT8",
+           cx_quant_calibrator_name(c->calibrator), (long long)c->calibration_batches,
+           c->method == CX_QUANT_QAT && has_teacher(p) ? ", fine-tuned under distillation" : "",
+           dq);
+}
