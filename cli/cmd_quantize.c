@@ -37,10 +37,14 @@ static cx_status quantize_model(cx_stage_args *a) {
   cx_train_config tc;
   char *old = NULL;
   CX_TRY(cx_cli_load_model(a->model, &g, &info));
-  cx_status st = cx_stage_args_read(a, &info, &tc);
+  /* --qat is a [quantize] key: the table says whether [train] is read */
+  bool qat = false;
+  for (int i = 0; i < a->n_stage; i++) qat |= !strcmp(a->stage_lines[i], "method = \"qat\"");
+  cx_status st = !qat && a->n_train
+                     ? cx_fail(CX_ERR_ARG, "--epochs, --lr and --train are the fine-tune's: add "
+                               "--qat, or leave them out for PTQ")
+                     : cx_stage_args_read(a, &info, qat, &tc);
   if (st == CX_OK) st = cx_cli_quant_read(cx_toml_get(a->doc, "quantize"), &qc);
-  if (st == CX_OK && qc.c.method == CX_QUANT_QAT && !cx_toml_get(cx_toml_get(a->doc, "train"), "epochs"))
-    st = cx_fail(CX_ERR_ARG, "--qat: give the fine-tune's length with --epochs N");
   if (st == CX_OK) cx_cli_rename_input(g, &old);
   if (st == CX_OK && qc.c.method == CX_QUANT_QAT) st = cx_train_config_check(&tc, g);
   cx_cli_quant_job job = {.config = &qc.c, .train = &tc, .model_name = a->model,

@@ -23,7 +23,7 @@ int cx_prune_args_parse(const cx_command *c, int argc, char **argv, bool scan, c
 cx_status cx_prune_args_read(cx_prune_args *a, const cx_onnx_info *info, cx_cli_prune *p,
                              cx_train_config *tc) {
   memset(p, 0, sizeof *p);
-  CX_TRY(cx_stage_args_read(a, info, tc));
+  CX_TRY(cx_stage_args_read(a, info, true, tc));
   return cx_cli_prune_read(cx_toml_get(a->doc, "prune"), p);
 }
 

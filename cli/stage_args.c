@@ -197,21 +197,22 @@ static bool model_preprocessing(const cx_onnx_info *info, cx_preprocess *pre) {
          found;
 }
 
-static cx_status read_training(cx_stage_args *a, cx_train_config *tc) {
+static cx_status read_training(cx_stage_args *a, bool train, cx_train_config *tc) {
   char name[64];
   tc->doc = a->doc;
   tc->opts = cx_train_defaults();
   snprintf(name, sizeof name, "compress %s", a->spec->table);
   if (!(tc->path = strdup(name))) return cx_fail(CX_ERR_NOMEM, "out of memory");
   CX_TRY(cx_train_config_read_data(tc, cx_toml_get(a->doc, "data")));
-  CX_TRY(cx_train_config_read_train(tc, cx_toml_get(a->doc, "train"), NULL));
+  if (train) CX_TRY(cx_train_config_read_train(tc, cx_toml_get(a->doc, "train"), NULL));
   tc->threads = tc->opts.threads = a->threads;
   cx_status s = cx_cli_backend(a->device ? a->device : "cpu", &tc->opts.backend);
   if (s != CX_OK) return cx_error_prefix("--device"), s;
   return cx_train_config_check_precision(tc, tc->opts.backend);
 }
 
-cx_status cx_stage_args_read(cx_stage_args *a, const cx_onnx_info *info, cx_train_config *tc) {
+cx_status cx_stage_args_read(cx_stage_args *a, const cx_onnx_info *info, bool train,
+                             cx_train_config *tc) {
   memset(tc, 0, sizeof *tc);
   cx_preprocess pre;
   bool have_pre = info && model_preprocessing(info, &pre);
@@ -219,7 +220,7 @@ cx_status cx_stage_args_read(cx_stage_args *a, const cx_onnx_info *info, cx_trai
   if (!text) return cx_fail(CX_ERR_NOMEM, "out of memory");
   cx_status s = cx_toml_parse_string(text, "options", &a->doc);
   free(text);
-  if (s == CX_OK && a->data) s = read_training(a, tc);
+  if (s == CX_OK && a->data) s = read_training(a, train, tc);
   return s;
 }
 

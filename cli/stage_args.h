@@ -48,10 +48,12 @@ typedef struct cx_stage_args {
  * 0, or the exit code of a usage error (printed). */
 int cx_stage_args_parse(const cx_command *c, const cx_stage_args_spec *spec, int argc,
                         char **argv, bool need_out, const char *need_data, cx_stage_args *a);
-/* Parses the tables into a->doc and, with --data, reads the training into tc (its backend
- * chosen by --device; mean and std from the model's metadata, info, when it has them; tc is
- * left zeroed without --data). The stage's table is cx_toml_get(a->doc, spec->table). */
-cx_status cx_stage_args_read(cx_stage_args *a, const cx_onnx_info *info, cx_train_config *tc);
+/* Parses the tables into a->doc and, with --data, reads [data] into tc, and [train] too when
+ * train is set (its backend chosen by --device; mean and std from the model's metadata, info,
+ * when it has them; tc is left zeroed without --data). The stage's table is
+ * cx_toml_get(a->doc, spec->table). */
+cx_status cx_stage_args_read(cx_stage_args *a, const cx_onnx_info *info, bool train,
+                             cx_train_config *tc);
 void cx_stage_args_free(cx_stage_args *a, cx_train_config *tc);
 
 #endif
