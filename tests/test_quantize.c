@@ -150,6 +150,19 @@ static void test_observers(void) {
     CHECK(fabs(hi - ref) <= 1e-5 * ref && hi < 6, "entropy threshold %.9g, reference %.9g", hi,
           ref);
   }
+  /* after a ReLU: half the values in the zero bin, which counts as the next one */
+  int64_t m = 40001;
+  for (int64_t i = 0; i < m; i++) x[i] = fmaxf(x[i], 0);
+  x[m - 1] = 12;
+  range = 0;
+  for (int64_t i = 0; i < m / 2; i++) range = fmax(range, fabs((double)x[i]));
+  while (range < 12) range *= 2;
+  if (range_of(CX_CALIB_ENTROPY, &c, x, m, &lo, &hi)) {
+    double ref = entropy_reference(x, m, range);
+    printf("entropy after ReLU: threshold %.6f, NumPy reference %.6f\n", hi, ref);
+    CHECK(fabs(hi - ref) <= 1e-5 * ref && lo == 0, "entropy after ReLU [%g, %.9g], reference "
+          "%.9g", lo, hi, ref);
+  }
   free(x);
 }
 
@@ -491,12 +504,44 @@ static void test_ptq_qat(const paths *p) {
       }
       cx_graph_free(qa), cx_graph_free(qb);
       cx_quant_plan_free(&a), cx_quant_plan_free(&b);
+      /* LSQ: the scales are trained (FakeQuantizeGrad's dScale) */
+      c.lsq = true;
+      cx_quant_plan l = {0};
+      cx_graph *ql = qat_run(p, f, &plan, &c, 0, &l);
+      if (ql) {
+        double lacc = top1(ql, p);
+        bool moved = false, positive = true;
+        for (int i = 0; i < l.n; i++)
+          for (int64_t j = 0; j < l.s[i].channels; j++) {
+            moved |= l.s[i].scale[j] != plan.s[i].scale[j];
+            positive &= l.s[i].scale[j] > 0 && isfinite(l.s[i].scale[j]);
+          }
+        printf("QAT with LSQ: top-1 %.2f%%\n", lacc);
+        CHECK(moved && positive, "LSQ: scales moved %d, all positive and finite %d", moved,
+              positive);
+        CHECK(fabs(lacc - fp32) <= 3, "LSQ QAT top-1 %.2f, FP32 %.2f", lacc, fp32);
+      }
+      cx_graph_free(ql);
+      cx_quant_plan_free(&l);
+      c.lsq = false;
       c.method = CX_QUANT_PTQ;
     }
     if (!folded) folded = f, f = NULL;
     cx_graph_free(q), cx_graph_free(f);
     cx_quant_plan_free(&plan);
   }
+  /* UINT8 activations (asymmetric, a zero point) */
+  c.calibrator = CX_CALIB_MSE;
+  c.activations = CX_QUANT_UINT8;
+  cx_graph *q8 = NULL;
+  s = cx_quant_ptq(model, &c, cx_backend_cpu(), &d, "cnn", &q8, NULL, NULL);
+  CHECK(s == CX_OK, "PTQ UINT8: %s", cx_last_error());
+  if (s == CX_OK) {
+    double acc8 = top1(q8, p);
+    printf("PTQ mse, UINT8 activations: top-1 %.2f%%\n", acc8);
+    CHECK(fabs(acc8 - fp32) <= 3, "PTQ UINT8 top-1 %.2f, FP32 %.2f", acc8, fp32);
+  }
+  cx_graph_free(q8);
   cx_graph_free(folded);
   cx_graph_free(model);
 }
