@@ -113,7 +113,13 @@ static cx_status calibrate(calib *k, const cx_graph *g, const cx_quant_config *c
   for (int i = 0; i < p->n; i++) {
     if (p->s[i].kind != CX_QUANT_ACTIVATION) continue;
     k->names[k->n_names++] = p->s[i].value;
-    if (p->s[i].share == i) CX_TRY(cx_quant_observer_new(c->calibrator, &k->obs[i]));
+    /* The image input keeps its whole range: normalisation makes it bounded, with no outliers
+     * to clip, and a clipped input changes what the first conv sees everywhere (Fashion-MNIST's
+     * background, half of all pixels, is a spike the histogram calibrators cut into). */
+    int v = cx_graph_find_value(g, p->s[i].value);
+    bool input = v >= 0 && g->values[v].kind == CX_VALUE_INPUT;
+    if (p->s[i].share == i)
+      CX_TRY(cx_quant_observer_new(input ? CX_CALIB_MINMAX : c->calibrator, &k->obs[i]));
   }
   CX_TRY(run_observers(k, g, c, b, d));
   return set_ranges(k, c);

@@ -7,7 +7,7 @@
 static const char *const calibrator_names[] = {"minmax", "percentile", "mse", "entropy", NULL};
 
 cx_quant_config cx_quant_defaults(void) {
-  return (cx_quant_config){.method = CX_QUANT_PTQ, .calibrator = CX_CALIB_ENTROPY,
+  return (cx_quant_config){.method = CX_QUANT_PTQ, .calibrator = CX_CALIB_MSE,
                            .percentile = 99.99, .calibration_batches = 16,
                            .activations = CX_QUANT_INT8, .freeze_observers_after = 1,
                            .observe_every = 10, .observer_momentum = 0.01};

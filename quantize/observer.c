@@ -2,8 +2,8 @@
  * them into a clipping range. The histogram calibrators search a threshold T over bin edges:
  * percentile (the bin where the cumulative count reaches p%), MSE (the fake-quantized bin
  * centres' squared error, clipping included) and entropy (TensorRT's: KL divergence between
- * the clipped histogram and its 128-level quantization), as NVIDIA's pytorch-quantization
- * describes them. Weights never come here: their scale is max |w| per channel. */
+ * the clipped histogram and its 128-level quantization, 256 for UINT8), as NVIDIA's
+ * pytorch-quantization computes them. Weights never come here: their scale is max |w| per channel. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 
 #include "quantize.h"
 
-#define ENTROPY_LEVELS 128 /* TensorRT's quantized bins: 2^(8-1) */
+#define ENTROPY_LEVELS 256 /* the most quantized bins: 2^8 unsigned, 2^(8-1) signed */
 #define FIRST_BIN 128      /* the smallest threshold searched: 128 of the 2048 bins */
 
 struct cx_quant_observer {
@@ -127,17 +127,17 @@ static int mse_edge(const double *h, int levels) {
 }
 
 /* KL(P || Q) for edge i: P is h[0, i) with everything above added to its last bin; Q spreads
- * each of ENTROPY_LEVELS groups of h[0, i) evenly over the group's non-empty bins (no outlier
- * mass: clipping costs Q there). Both normalised; a bin where P > 0 = Q is infinite. */
-static double kl_at(const double *h, int i, double *q) {
+ * each of `levels` groups of h[0, i) evenly over the group's non-empty bins (no outlier mass:
+ * clipping costs Q there). Both normalised; a bin where P > 0 = Q is infinite. */
+static double kl_at(const double *h, int i, int levels, double *q) {
   double group_sum[ENTROPY_LEVELS] = {0}, group_nonzero[ENTROPY_LEVELS] = {0};
   for (int j = 0; j < i; j++) {
-    int g = (int)((int64_t)j * ENTROPY_LEVELS / i);
+    int g = (int)((int64_t)j * levels / i);
     if (h[j] != 0) group_sum[g] += h[j], group_nonzero[g] += 1;
   }
   double q_total = 0, outliers = total(h + i, CX_QUANT_BINS - i), p_total = total(h, i) + outliers;
   for (int j = 0; j < i; j++) {
-    int g = (int)((int64_t)j * ENTROPY_LEVELS / i);
+    int g = (int)((int64_t)j * levels / i);
     q[j] = h[j] != 0 ? group_sum[g] / group_nonzero[g] : 0;
     q_total += q[j];
   }
@@ -151,12 +151,17 @@ static double kl_at(const double *h, int i, double *q) {
   return kl;
 }
 
-static int entropy_edge(const double *h) {
-  double q[CX_QUANT_BINS];
+/* levels: 128 for a signed grid (one side of it), 256 for UINT8. The zero bin counts as much
+ * as the next one, as in pytorch-quantization: after a ReLU it holds most values, and a spike
+ * there would otherwise drive the search to the smallest threshold. */
+static int entropy_edge(const double *hist, int levels) {
+  double h[CX_QUANT_BINS], q[CX_QUANT_BINS];
+  memcpy(h, hist, sizeof h);
+  h[0] = h[1];
   int best = CX_QUANT_BINS;
   double best_kl = INFINITY;
   for (int i = FIRST_BIN; i <= CX_QUANT_BINS; i++) {
-    double kl = kl_at(h, i, q);
+    double kl = kl_at(h, i, levels, q);
     if (kl < best_kl) best_kl = kl, best = i;
   }
   return best;
@@ -173,7 +178,7 @@ cx_status cx_quant_observer_range(const cx_quant_observer *o, const cx_quant_con
   int levels = c->activations == CX_QUANT_UINT8 ? 255 : 127;
   if (o->c == CX_CALIB_PERCENTILE) edge = percentile_edge(o->hist, c->percentile);
   else if (o->c == CX_CALIB_MSE) edge = mse_edge(o->hist, levels);
-  else edge = entropy_edge(o->hist);
+  else edge = entropy_edge(o->hist, c->activations == CX_QUANT_UINT8 ? 256 : 128);
   float t = (float)(o->range * edge / CX_QUANT_BINS);
   *lo = fmaxf(*lo, -t), *hi = fminf(*hi, t);
   return CX_OK;

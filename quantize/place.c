@@ -68,7 +68,8 @@ static cx_status check_globs(const cx_graph *g, const cx_quant_config *c, const 
 
 /* ---- building the plan ---- */
 
-#define PUSHED (-2) /* site_of[] of a Concat output quantized on the Concat's inputs */
+/* site_of[] of a Concat output quantized on the Concat's inputs: PUSHED - (one of its sites) */
+#define PUSHED (-2)
 
 typedef struct builder {
   const cx_graph *g;
@@ -110,32 +111,44 @@ static cx_status new_site(builder *b, cx_quant_kind kind, int v, const char *nod
   return CX_OK;
 }
 
-/* A run-time value v read quantized by input `input` of node k. A Concat's output is quantized
- * on the Concat's inputs instead (recursively), all in the group of the outermost Concat. */
-static cx_status request(builder *b, int v, int k, int input, int group) {
+/* Makes the groups of sites a and b one, led by the lower index (a Concat's inputs share a
+ * scale; a value read by two Concats joins both groups). */
+static void merge(cx_quant_plan *p, int a, int b) {
+  int la = p->s[a].share, lb = p->s[b].share, lead = la < lb ? la : lb;
+  for (int i = 0; i < p->n; i++)
+    if (p->s[i].share == la || p->s[i].share == lb) p->s[i].share = lead;
+}
+
+/* A run-time value v read quantized by input `input` of node k; *site gets its site. Each value
+ * has one site. A Concat's output is quantized on the Concat's inputs instead (recursively), in
+ * one group; *site is then one of them. */
+static cx_status request(builder *b, int v, int k, int input, int *site) {
   const cx_graph *g = b->g;
   int prod = g->values[v].producer;
-  const cx_node *user = &g->nodes[k];
   if (prod >= 0 && is_op(&g->nodes[prod], "Concat") && !kept(b->c, &g->nodes[prod])) {
-    const cx_node *cat = &g->nodes[prod];
-    if (b->site_of[v] == PUSHED) return CX_OK; /* another reader pushed it already */
-    b->site_of[v] = PUSHED;
-    int leader = group;
-    for (int i = 0; i < cat->n_in; i++) {
-      if (cat->in[i] < 0) continue;
-      int before = b->p->n;
-      CX_TRY(request(b, cat->in[i], prod, i, leader));
-      if (leader < 0 && b->p->n > before) leader = before; /* the group's first site */
+    if (b->site_of[v] <= PUSHED) { /* another reader pushed it already */
+      *site = PUSHED - b->site_of[v];
+      return CX_OK;
     }
+    const cx_node *cat = &g->nodes[prod];
+    int first = -1;
+    for (int i = 0; i < cat->n_in; i++) {
+      int s;
+      if (!runtime_value(g, cat->in[i])) continue; /* a constant input stays float */
+      CX_TRY(request(b, cat->in[i], prod, i, &s));
+      if (first < 0) first = s;
+      else merge(b->p, first, s);
+    }
+    if (first < 0) return cx_fail(CX_ERR_UNSUPPORTED, "quantize: Concat '%s' has no run-time "
+                                  "input to quantize", node_name(cat));
+    b->site_of[v] = PUSHED - first;
+    *site = first;
     return CX_OK;
   }
-  int s = group < 0 ? b->site_of[v] : -1;
-  if (s < 0) {
-    CX_TRY(new_site(b, CX_QUANT_ACTIVATION, v, node_name(user), -1, 1, &s));
-    if (group < 0) b->site_of[v] = s;
-    else b->p->s[s].share = group;
-  }
-  return add_use(&b->p->s[s], node_name(user), input);
+  int s = b->site_of[v];
+  if (s < 0) CX_TRY(new_site(b, CX_QUANT_ACTIVATION, v, node_name(&g->nodes[k]), -1, 1, &s));
+  b->site_of[v] = *site = s;
+  return add_use(&b->p->s[s], node_name(&g->nodes[k]), input);
 }
 
 static cx_status add_weight(builder *b, int k, int axis, int64_t channels, int *weight_site) {
@@ -155,15 +168,15 @@ static cx_status plan_nodes(builder *b, int *weight_site) {
   const cx_graph *g = b->g;
   for (int k = 0; k < g->n_nodes; k++) {
     const cx_node *n = &g->nodes[k];
-    int axis;
+    int axis, site;
     int64_t ch;
     if (kept(b->c, n)) continue;
     if (weight_axis(g, n, &axis, &ch)) {
       CX_TRY(add_weight(b, k, axis, ch, weight_site));
-      if (runtime_value(g, n->in[0])) CX_TRY(request(b, n->in[0], k, 0, -1));
+      if (runtime_value(g, n->in[0])) CX_TRY(request(b, n->in[0], k, 0, &site));
     } else if (residual_add(g, n)) {
-      CX_TRY(request(b, n->in[0], k, 0, -1));
-      CX_TRY(request(b, n->in[1], k, 1, -1));
+      CX_TRY(request(b, n->in[0], k, 0, &site));
+      CX_TRY(request(b, n->in[1], k, 1, &site));
     }
   }
   return CX_OK;

@@ -60,7 +60,7 @@ typedef struct cx_quant_config {
   bool lsq;
 } cx_quant_config;
 
-/* Defaults: PTQ, entropy calibration, percentile 99.99, 16 calibration batches, INT8
+/* Defaults: PTQ, MSE calibration, percentile 99.99, 16 calibration batches, INT8
  * activations, no keep_fp32, freeze_bn_after 0, freeze_observers_after 1, observe_every 10,
  * momentum 0.01, no LSQ. */
 cx_quant_config cx_quant_defaults(void);
