@@ -129,7 +129,7 @@ onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), sys.argv[1])
 EOF
 bad nothing 1 "$work/relu.onnx" --data "$work/train.h5"
 expect_in nothing err "quantiz"
-$py - "$fp32" "$work/zero.onnx" <<'EOF' || fail "made zero.onnx"
+$py - "$fp32" "$work/zeroch.onnx" <<'EOF' || fail "made zeroch.onnx"
 import sys, onnx, numpy as np
 from onnx import numpy_helper as nh
 m = onnx.load(sys.argv[1])
@@ -141,7 +141,7 @@ init[conv.input[1]].CopyFrom(nh.from_array(w, conv.input[1]))
 onnx.save(m, sys.argv[2])
 print(conv.name)
 EOF
-bad zero 1 "$work/zero.onnx" --data "$work/train.h5"
+bad zero 1 "$work/zeroch.onnx" --data "$work/train.h5"
 expect_in zero err "channel"
 
 [[ $fails == 0 ]] && echo "all quantize checks passed"
