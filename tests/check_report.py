@@ -289,8 +289,11 @@ def check_pipeline(d, r, names, earlier):
         assert not m["errors"], (m["name"], m["errors"])
         if r["onnxruntime"]:
             positive(m, "ort_ms_batch1", "ort_ms_batch32")
-            # the same file and images through another runtime: the same predictions
-            assert abs(m["ort_top1"] - m["top1"]) <= 0.05, (m["name"], m["ort_top1"], m["top1"])
+            # the same file and images through another runtime: the same predictions; an INT8
+            # file runs ORT's integer kernels against ours (docs/quantize.md: on CPUs without
+            # VNNI, ORT's u8*s8 pairs saturate), so its two top-1s may differ a little
+            tol = 3.0 if "INT8" in m["name"] else 0.05
+            assert abs(m["ort_top1"] - m["top1"]) <= tol, (m["name"], m["ort_top1"], m["top1"])
         assert m["onnx"].endswith(".onnx") and "/" not in m["onnx"], m
     assert r["validation"]["data"].endswith(".h5"), r["validation"]
     stages = r["stages"]
