@@ -91,14 +91,14 @@ static int batch_norm(cx_graph *g, const char *name, int x, int c, uint64_t seed
 static cx_graph *residual_cnn(void) {
   cx_graph *g = cx_graph_new();
   int x = cx_graph_input(g, "x", CX_F32, &S(-1, 3, 8, 8));
-  int r1 = conv(g, "conv1", x, 3, 8, false, 10);
-  r1 = batch_norm(g, "bn1", r1, 8, 20);
+  int r1 = conv(g, "conv1", x, 3, 16, false, 10);
+  r1 = batch_norm(g, "bn1", r1, 16, 20);
   r1 = cx_graph_op(g, "Relu", "relu1", &r1, 1);
-  int c2 = conv(g, "conv2", r1, 8, 8, true, 30);
+  int c2 = conv(g, "conv2", r1, 16, 16, true, 30);
   int a = cx_graph_op(g, "Add", "add", (int[]){c2, r1}, 2);
   a = cx_graph_op(g, "GlobalAveragePool", "gap", &a, 1);
   a = cx_graph_op(g, "Flatten", "flatten", &a, 1);
-  int w = oc_param(g, "fc.weight", &S(10, 8), -0.5f, 0.5f, 40);
+  int w = oc_param(g, "fc.weight", &S(10, 16), -0.5f, 0.5f, 40);
   int b = oc_param(g, "fc.bias", &S(10), -0.3f, 0.3f, 41);
   int fc = cx_graph_node(g, "Gemm", "fc", (int[]){a, w, b}, 3, 1);
   cx_node_set_int(g, fc, "transB", 1);
@@ -236,8 +236,9 @@ static int fq_node(cx_graph *g, const char *name, int x, const float *scale, con
   return cx_node_output(g, node, 0);
 }
 
-/* Per-channel symmetric weights on `axis` (0 or 1 of a 2-D or 4-D weight), [-127, 127]. */
-static int fq_weight(cx_graph *g, int w, int axis) {
+/* Per-channel symmetric weights on `axis` (0 or 1 of a 2-D or 4-D weight) in [-127, 127], with
+ * scales that put the largest |w| of a channel at `levels` (127; 63 keeps them to 7 bits). */
+static int fq_weight(cx_graph *g, int w, int axis, float levels) {
   const cx_value *v = &g->values[w];
   int64_t c = v->shape.d[axis], numel = cx_shape_numel(&v->shape), inner = numel / c;
   if (axis == 1) inner = 1;
@@ -245,7 +246,7 @@ static int fq_weight(cx_graph *g, int w, int axis) {
   const float *d = v->init;
   for (int64_t i = 0; i < numel; i++) {
     int64_t ch = (i / inner) % c;
-    scale[ch] = fmaxf(scale[ch], fabsf(d[i]) / 127.0f);
+    scale[ch] = fmaxf(scale[ch], fabsf(d[i]) / levels);
   }
   char name[300];
   snprintf(name, sizeof name, "%s_fq", v->name);
@@ -300,20 +301,20 @@ static cx_status act_ranges(const cx_graph *g, const float *x, int64_t nx, float
  * per reader) and its output. The Gemm's quantized input is a second graph output, so the test
  * can measure the last activation in LSBs. *scale_f gets its scale. */
 static cx_graph *quantized(const cx_graph *folded, const float *range, act_mode mode,
-                           float *scale_f) {
+                           float levels, float *scale_f) {
   cx_graph *g = cx_graph_clone(folded);
   int xq = fq_act(g, "x_fq", cx_graph_find_value(g, "x"), range[0], mode);
   rewire(g, "conv1", 0, xq);
-  rewire(g, "conv1", 1, fq_weight(g, cx_graph_find_value(g, "conv1.weight"), 0));
+  rewire(g, "conv1", 1, fq_weight(g, cx_graph_find_value(g, "conv1.weight"), 0, levels));
   int r1 = fq_act(g, "relu1_fq", cx_graph_find_value(g, "relu1"), range[1], mode);
   rewire(g, "conv2", 0, r1);
   rewire(g, "add", 1, r1);
-  rewire(g, "conv2", 1, fq_weight(g, cx_graph_find_value(g, "conv2.weight"), 0));
+  rewire(g, "conv2", 1, fq_weight(g, cx_graph_find_value(g, "conv2.weight"), 0, levels));
   rewire(g, "add", 0, fq_act(g, "conv2_fq", cx_graph_find_value(g, "conv2"), range[2], mode));
   rewire(g, "gap", 0, fq_act(g, "add_fq", cx_graph_find_value(g, "add"), range[3], mode));
   int f = fq_act(g, "flatten_fq", cx_graph_find_value(g, "flatten"), range[4], mode);
   rewire(g, "fc", 0, f);
-  rewire(g, "fc", 1, fq_weight(g, cx_graph_find_value(g, "fc.weight"), 0));
+  rewire(g, "fc", 1, fq_weight(g, cx_graph_find_value(g, "fc.weight"), 0, levels));
   cx_graph_mark_output(g, f);
   *scale_f = ((const float *)g->values[g->nodes[g->values[f].producer].in[1]].init)[0];
   return g;
@@ -345,10 +346,10 @@ static long file_size(const char *path) {
   return stat(path, &st) == 0 ? (long)st.st_size : -1;
 }
 
-static cx_status read_ort(const char *model, int n, outputs *o) {
+static cx_status read_ort(const char *out_dir, int n, outputs *o) {
   for (int k = 0; k < n; k++) {
     char path[1400];
-    snprintf(path, sizeof path, "%s.ort/output_%d.npy", model, k);
+    snprintf(path, sizeof path, "%s/output_%d.npy", out_dir, k);
     cx_dtype dt;
     void *data = NULL;
     CX_TRY(cx_npy_read(path, &dt, &o->shape[k], &data));
@@ -358,37 +359,47 @@ static cx_status read_ort(const char *model, int n, outputs *o) {
   return CX_OK;
 }
 
-/* ORT against our run of the FakeQuantize graph: output 1 (the Gemm's quantized input) within
- * one LSB of its scale, output 0 (logits) within that LSB times max_j Σ_k |W_fc[j, k]|. */
-static void compare_ort(const char *model, const char *x_path, const outputs *ours,
-                        float scale_f, double w_row) {
-  char cmd[3000], label[64];
-  snprintf(label, sizeof label, "ort_%s", strrchr(model, '/') + 1);
-  snprintf(cmd, sizeof cmd, "mkdir -p '%s.ort' && " PYTHON " '%s' '%s' '%s.ort' '%s'", model,
-           CX_ORT_CHECK, model, model, x_path);
+/* ORT (graph optimizations on: fused integer kernels; off: the float Q/DQ definition) against
+ * our run of the FakeQuantize graph. Output 1 is the Gemm's quantized input: its difference in
+ * LSBs of its scale is returned (-1 when ORT did not run). With `strict`, it must be at most 1,
+ * and the logits within that LSB times max_j Σ_k |W_fc[j, k]|. */
+static double compare_ort(const char *model, const char *x_path, const outputs *ours,
+                          float scale_f, double w_row, bool optimize, bool strict) {
+  char cmd[3000], label[300], out[1300];
+  const char *how = optimize ? "ONNX Runtime" : "ONNX Runtime (no graph optimizations)";
+  snprintf(label, sizeof label, "ort_%s%s", strrchr(model, '/') + 1, optimize ? "" : "_noopt");
+  snprintf(out, sizeof out, "%s.ort%s", model, optimize ? "" : "_noopt");
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s' && " PYTHON " '%s' %s '%s' '%s' '%s'", out,
+           CX_ORT_CHECK, optimize ? "" : "--no-optimize", model, out, x_path);
   char log[4000];
   int rc = run(cmd, label, log, sizeof log);
   CHECK(rc == 0, "%s: tests/ort_check.py failed (exit %d): %s", model, rc, log);
   outputs ort = {0};
-  cx_status s = rc == 0 ? read_ort(model, 2, &ort) : CX_ERR_ARG;
+  cx_status s = rc == 0 ? read_ort(out, 2, &ort) : CX_ERR_ARG;
   CHECK(rc != 0 || s == CX_OK, "%s: %s", model, cx_last_error());
+  double lsb = -1;
   if (s == CX_OK) {
     int64_t nf = cx_shape_numel(&ours->shape[1]), nl = cx_shape_numel(&ours->shape[0]);
     double df = max_abs_diff(ort.data[1], ours->data[1], nf);
     double dl = max_abs_diff(ort.data[0], ours->data[0], nl);
     int off = 0;
-    for (int64_t i = 0; i < nf; i++) off += fabs((double)ort.data[1][i] - ours->data[1][i]) >
-                                            0.5 * scale_f;
-    double lsb = df / scale_f, bound = scale_f * w_row * (1 + 1e-4) + 1e-6;
-    CHECK(lsb <= 1.0001, "%s: the Gemm's quantized input differs from ours by %.3f LSB "
-          "(scale %g); expected at most 1", model, lsb, (double)scale_f);
-    CHECK(dl <= bound, "%s: logits differ from ours by %.3g; expected at most %.3g (1 LSB of "
-          "%g times max row sum |W_fc| %.3f)", model, dl, bound, (double)scale_f, w_row);
-    printf("ok   %s: ONNX Runtime vs our FakeQuantize run: quantized Gemm input max %.3f LSB "
-           "(%d of %lld elements off by one), logits max |diff| %.3g (bound %.3g)\n", model,
-           lsb, off, (long long)nf, dl, bound);
+    for (int64_t i = 0; i < nf; i++)
+      off += fabs((double)ort.data[1][i] - ours->data[1][i]) > 0.5 * scale_f;
+    lsb = df / scale_f;
+    double bound = scale_f * w_row * (1 + 1e-4) + 1e-6;
+    bool ok = lsb <= 1.0001 && dl <= bound;
+    CHECK(!strict || lsb <= 1.0001, "%s: %s: the Gemm's quantized input differs from ours by "
+          "%.3f LSB (scale %g); expected at most 1", model, how, lsb, (double)scale_f);
+    CHECK(!strict || dl <= bound, "%s: %s: logits differ from ours by %.3g; expected at most "
+          "%.3g (1 LSB of %g times max row sum |W_fc| %.3f)", model, how, dl, bound,
+          (double)scale_f, w_row);
+    printf("%s %s: %s vs our FakeQuantize run: quantized Gemm input max %.3f LSB (%d of %lld "
+           "elements off), logits max |diff| %.3g (1-LSB bound %.3g)\n",
+           ok ? "ok  " : strict ? "FAIL" : "note", model, how, lsb, off, (long long)nf, dl,
+           bound);
   }
   outputs_free(&ort);
+  return lsb;
 }
 
 static double max_row_l1(const cx_graph *g) {
@@ -416,10 +427,21 @@ static int check_trt(const char *model, bool ort_only, char *log, size_t log_siz
   return run(cmd, label, log, log_size);
 }
 
-/* The INT8 file: checker, TensorRT's rules, ORT's fusions, ORT against us, the size. */
-static void check_int8(const cx_graph *q, const cx_graph *folded, const char *x_path,
-                       const outputs *ours, float scale_f) {
+/* The INT8 file: checker, TensorRT's rules, ORT's fusions, ORT against us, the size. The file's
+ * numbers are checked against ORT without graph optimizations (its float Q/DQ definition). ORT's
+ * fused kernels on a CPU without VNNI (AVX2: vpmaddubsw sums pairs of u8·s8 products in int16,
+ * saturating) go wrong for full-range INT8 weights; that difference is printed, and the fused
+ * path is checked to 1 LSB on a second file whose weights use 7 bits (|q| <= 63, the
+ * reduce_range of ORT's own quantizer), where no pair can saturate. */
+static void check_int8(const cx_graph *folded, const float *range, const float *x,
+                       const char *x_path) {
   char model[1200], fp32[1200], log[8000], cmd[3000];
+  float scale_f;
+  cx_graph *q = quantized(folded, range, ACT_INT8, 127, &scale_f);
+  CHECK(cx_graph_status(q) == CX_OK, "inserting FakeQuantize: %s", cx_last_error());
+  outputs ours = {0};
+  cx_status st = forward(q, x, &ours);
+  CHECK(st == CX_OK, "FakeQuantize graph: forward: %s", cx_last_error());
   snprintf(model, sizeof model, "%s/resnet_int8.onnx", dir);
   snprintf(fp32, sizeof fp32, "%s/resnet_fp32.onnx", dir);
   export_ok(q, model);
@@ -427,16 +449,35 @@ static void check_int8(const cx_graph *q, const cx_graph *folded, const char *x_
   int rc = check_trt(model, false, log, sizeof log);
   CHECK(rc == 0, "%s: tests/check_qdq_trt.py fails (exit %d):\n%s", model, rc, log);
   if (rc == 0) printf("ok   %s", log);
-  snprintf(cmd, sizeof cmd, PYTHON " '%s' '%s' --expect QLinearConv=2 --expect QLinearAdd=1",
+  snprintf(cmd, sizeof cmd, PYTHON " '%s' '%s' --expect QLinearConv=1 --expect QLinearAdd=1",
            CX_ORT_FUSED, model);
   rc = run(cmd, "fused", log, sizeof log);
   CHECK(rc == 0, "%s: ONNX Runtime's optimized graph (tests/ort_fused.py, exit %d):\n%s", model,
         rc, log);
   if (rc == 0) printf("ok   %s", log);
-  compare_ort(model, x_path, ours, scale_f, max_row_l1(folded));
+  double w_row = max_row_l1(folded);
+  if (st == CX_OK) {
+    compare_ort(model, x_path, &ours, scale_f, w_row, false, true);
+    compare_ort(model, x_path, &ours, scale_f, w_row, true, false);
+  }
   long s8 = file_size(model), s32 = file_size(fp32);
   CHECK(s8 > 0 && s32 > 0 && s8 < s32, "%s is %ld bytes, the FP32 export %ld", model, s8, s32);
   printf("ok   sizes: INT8 %ld bytes, FP32 %ld bytes (%.0f%%)\n", s8, s32, 100.0 * s8 / s32);
+  outputs_free(&ours);
+  cx_graph_free(q);
+
+  q = quantized(folded, range, ACT_INT8, 63, &scale_f);
+  snprintf(model, sizeof model, "%s/resnet_int8_w7.onnx", dir);
+  export_ok(q, model);
+  snprintf(cmd, sizeof cmd, PYTHON " '%s' '%s' --expect QLinearConv=1 --expect QLinearAdd=1",
+           CX_ORT_FUSED, model);
+  rc = run(cmd, "fused_w7", log, sizeof log);
+  CHECK(rc == 0, "%s: ONNX Runtime's optimized graph (exit %d):\n%s", model, rc, log);
+  st = forward(q, x, &ours);
+  CHECK(st == CX_OK, "FakeQuantize graph (7-bit weights): forward: %s", cx_last_error());
+  if (st == CX_OK) compare_ort(model, x_path, &ours, scale_f, w_row, true, true);
+  outputs_free(&ours);
+  cx_graph_free(q);
 }
 
 /* UINT8 activations: ORT-only. Nonzero INT8 zero point: TensorRT's rules refuse it. */
@@ -444,37 +485,38 @@ static void check_modes(const cx_graph *folded, const float *range, const float 
                         const char *x_path) {
   char model[1200], log[8000];
   float scale_f;
-  cx_graph *u = quantized(folded, range, ACT_UINT8, &scale_f);
+  cx_graph *u = quantized(folded, range, ACT_UINT8, 127, &scale_f);
   snprintf(model, sizeof model, "%s/resnet_uint8.onnx", dir);
   export_ok(u, model);
   int rc = check_trt(model, true, log, sizeof log);
   CHECK(rc == 0, "%s: check_qdq_trt.py --ort-only fails (exit %d):\n%s", model, rc, log);
+  if (rc == 0) printf("ok   %s", log);
   rc = check_trt(model, false, log, sizeof log);
-  CHECK(rc == 1 && strstr(log, "UINT8"), "%s: check_qdq_trt.py without --ort-only: exit %d, "
-        "expected 1 naming UINT8:\n%s", model, rc, log);
-  if (rc == 1) printf("ok   UINT8 file refused for TensorRT: %.200s\n", log);
+  bool ok = rc == 1 && strstr(log, "UINT8");
+  CHECK(ok, "%s: check_qdq_trt.py without --ort-only: exit %d, expected 1 naming UINT8:\n%s",
+        model, rc, log);
+  if (ok) printf("ok   UINT8 file refused for TensorRT: %.*s\n", (int)strcspn(log, "\n"), log);
   outputs ours = {0};
   CHECK(forward(u, x, &ours) == CX_OK, "uint8 graph: forward: %s", cx_last_error());
-  if (ours.n == 2) compare_ort(model, x_path, &ours, scale_f, max_row_l1(folded));
+  if (ours.n == 2) compare_ort(model, x_path, &ours, scale_f, max_row_l1(folded), false, true);
   outputs_free(&ours);
   cx_graph_free(u);
 
-  cx_graph *z = quantized(folded, range, ACT_INT8_ZP, &scale_f);
+  cx_graph *z = quantized(folded, range, ACT_INT8_ZP, 127, &scale_f);
   snprintf(model, sizeof model, "%s/resnet_int8_zp.onnx", dir);
   export_ok(z, model);
   rc = check_trt(model, false, log, sizeof log);
-  CHECK(rc == 1 && strstr(log, "'add_fq/QuantizeLinear'") && strstr(log, "nonzero zero point"),
-        "%s: check_qdq_trt.py: exit %d, expected 1 naming add_fq's nonzero zero point:\n%s",
+  ok = rc == 1 && strstr(log, "'add_fq/QuantizeLinear'") && strstr(log, "nonzero zero point");
+  CHECK(ok, "%s: check_qdq_trt.py: exit %d, expected 1 naming add_fq's nonzero zero point:\n%s",
         model, rc, log);
-  if (rc == 1) printf("ok   nonzero zero point refused: %.200s\n", log);
+  if (ok) printf("ok   nonzero zero point refused: %.*s\n", (int)strcspn(log, "\n"), log);
 
   snprintf(model, sizeof model, "%s/resnet_op12.onnx", dir);
   cx_onnx_export_opts o = {.opset = 12};
   cx_status s = cx_onnx_export(z, model, &o);
-  CHECK(s != CX_OK && strstr(cx_last_error(), "'x_fq' (FakeQuantize)") &&
-            access(model, F_OK) != 0,
-        "opset 12: expected a refusal naming x_fq; got %s", s ? cx_last_error() : "success");
-  if (s != CX_OK) printf("ok   opset 12 refused: %s\n", cx_last_error());
+  ok = s != CX_OK && strstr(cx_last_error(), "'x_fq' (FakeQuantize)") && access(model, F_OK) != 0;
+  CHECK(ok, "opset 12: expected a refusal naming x_fq; got %s", s ? cx_last_error() : "success");
+  if (ok) printf("ok   opset 12 refused: %s\n", cx_last_error());
   cx_graph_free(z);
 }
 
@@ -484,20 +526,13 @@ static void test_qdq(cx_graph *g) {
   if (!folded) return;
   cx_shape s;
   char x_path[1200];
-  float *x = make_input(folded, "qdq", &s, x_path, sizeof x_path), range[N_ACT + 1], scale_f;
-  CHECK(act_ranges(folded, x, cx_shape_numel(&s), range) == CX_OK, "ranges: %s",
-        cx_last_error());
-  cx_graph *q = quantized(folded, range, ACT_INT8, &scale_f);
-  CHECK(cx_graph_status(q) == CX_OK, "inserting FakeQuantize: %s", cx_last_error());
-  outputs ours = {0};
-  cx_status st = forward(q, x, &ours);
-  CHECK(st == CX_OK, "FakeQuantize graph: forward: %s", cx_last_error());
+  float *x = make_input(folded, "qdq", &s, x_path, sizeof x_path), range[N_ACT + 1];
+  cx_status st = act_ranges(folded, x, cx_shape_numel(&s), range);
+  CHECK(st == CX_OK, "ranges: %s", cx_last_error());
   if (st == CX_OK) {
-    check_int8(q, folded, x_path, &ours, scale_f);
+    check_int8(folded, range, x, x_path);
     check_modes(folded, range, x, x_path);
   }
-  outputs_free(&ours);
-  cx_graph_free(q);
   cx_graph_free(folded);
   free(x);
 }
