@@ -11,12 +11,6 @@
 
 enum { CX_EX_MAX_ATTRS = 32 };
 
-/* What BatchNormalization folding changed about a Conv or Gemm node. */
-typedef struct cx_ex_fold {
-  const char *bias;  /* the new bias (Conv B, Gemm C) initializer, written in input slot 2 */
-  bool unit_beta;    /* Gemm: beta is written as 1 (the folded C carries the old beta) */
-} cx_ex_fold;
-
 typedef struct cx_exporter {
   const cx_graph *g;
   int64_t opset;
@@ -24,12 +18,8 @@ typedef struct cx_exporter {
   cx_shape *shape[2];   /* by value id, for batch 1 and 2 */
   cx_shape *sym;        /* by value id: -1 the batch, -2 otherwise batch-dependent */
   cx_dtype *dtype;      /* by value id */
-  const char **name;    /* by value id: the name written (a folded Conv writes the BN's output) */
-  const void **data;    /* by value id: initializer bytes written (folded weights, else init) */
   bool *used;           /* by value id: referenced by a written node */
-  bool *skip;           /* by node: folded into its producer */
-  cx_ex_fold *fold;     /* by node */
-  int n_folded;
+  int *qdq_pairs;       /* by value id: QuantizeLinear→DequantizeLinear pairs written for it */
   /* the arena */
   void **mem;
   int n_mem, cap_mem;
@@ -55,9 +45,7 @@ const char *cx_ex_add_init(cx_exporter *ex, const char *name, cx_dtype dtype, co
 const char *cx_ex_const_s64(cx_exporter *ex, const char *node, const char *what, int n,
                             const int64_t *v);
 const char *cx_ex_const_f32(cx_exporter *ex, const char *node, const char *what, float v);
-/* Initializer bytes of value v (folded or original); NULL when it has none. */
-const void *cx_ex_value_data(const cx_exporter *ex, int v);
-/* Writes initializer value v with the bytes in ex->data. */
+/* Writes initializer value v. */
 cx_status cx_ex_write_value_init(cx_exporter *ex, int v);
 /* A node with room for CX_EX_MAX_ATTRS attributes; NULL when out of memory. */
 Onnx__NodeProto *cx_ex_node(cx_exporter *ex, const char *op, const char *name,
@@ -73,9 +61,19 @@ Onnx__ValueInfoProto *cx_ex_value_info(cx_exporter *ex, const char *name, cx_dty
 cx_status cx_ex_nomem(void);
 
 /* ---- the passes ---- */
-cx_status cx_ex_fold_bn(cx_exporter *ex);                /* export_fold.c */
 cx_status cx_ex_lower_node(cx_exporter *ex, int node);   /* export_nodes.c */
-/* How many nodes read value v (a node reading it twice counts twice), plus graph outputs. */
-int cx_ex_consumers(const cx_graph *g, int v);
+
+/* ---- FakeQuantize as QDQ (export_qdq.c) ---- */
+/* Whether value v is the output of a FakeQuantize on an activation (its input is not an
+ * initializer): such a node is written as one QuantizeLinear→DequantizeLinear pair per reader. */
+bool cx_ex_is_activation_fq(const cx_exporter *ex, int v);
+/* Writes a new pair for one reader of activation-FakeQuantize output v; *name gets the
+ * DequantizeLinear's output (v's own name for the first pair). */
+cx_status cx_ex_qdq_pair(cx_exporter *ex, int v, const char **name);
+/* A FakeQuantize node: on a weight, the INT8 initializer and its DequantizeLinear; on an
+ * activation, nothing (its readers write the pairs). */
+cx_status cx_ex_lower_fake_quantize(cx_exporter *ex, int node);
+/* Refuses opsets below 13 for a graph with FakeQuantize, naming the node. */
+cx_status cx_ex_check_qdq_opset(const cx_graph *g, int64_t opset, const char *path);
 
 #endif

@@ -69,7 +69,7 @@ static bool has_input(const draft *d, int k) { return k < d->n_in && *d->in[k]; 
 static const void *input_data(const draft *d, int k) {
   int v = k < d->n_in ? d->in_v[k] : -1;
   if (v < 0 || d->ex->g->values[v].kind != CX_VALUE_CONST) return NULL;
-  return cx_ex_value_data(d->ex, v);
+  return d->ex->g->values[v].init;
 }
 
 /* Clip's bounds and Pad's constant_value must be scalars. */
@@ -242,13 +242,6 @@ static cx_status rule_sce(draft *d) {
   return CX_OK;
 }
 
-static cx_status rule_gemm(draft *d) {
-  if (!d->ex->fold[d->index].unit_beta) return CX_OK;
-  drop_attr(d, "beta");
-  add_attr(d, "beta", CX_ATTR_FLOAT)->f = 1.0f;
-  return CX_OK;
-}
-
 /* HardSwish arrived in opset 14; before, x · HardSigmoid(x; 1/6, 1/2), which is its definition. */
 static cx_status rule_hard_swish(draft *d) {
   if (d->ex->opset >= 14) return CX_OK;
@@ -283,7 +276,7 @@ static const op_rule rules[] = {
     {"MaxPool", NULL, "auto_pad ceil_mode dilations kernel_shape pads storage_order strides"},
     {"AveragePool", rule_average_pool, "auto_pad ceil_mode count_include_pad kernel_shape pads "
                                        "strides"},
-    {"GlobalAveragePool", NULL, ""}, {"Gemm", rule_gemm, "alpha beta transA transB"},
+    {"GlobalAveragePool", NULL, ""}, {"Gemm", NULL, "alpha beta transA transB"},
     {"MatMul", NULL, ""}, {"Flatten", NULL, "axis"}, {"Reshape", rule_reshape, "allowzero"},
     {"Transpose", NULL, "perm"}, {"Concat", NULL, "axis"}, {"Split", rule_split, "axis"},
     {"Slice", rule_slice, ""}, {"Pad", rule_pad, "mode"}, {"Expand", NULL, ""},
@@ -319,7 +312,7 @@ static cx_status emit(draft *d) {
   while (d->n_in > 0 && !*d->in[d->n_in - 1]) d->n_in--;
   const char **out = cx_ex_alloc(ex, sizeof(char *) * (size_t)(d->n->n_out + 1));
   if (!out) return cx_ex_nomem();
-  for (int k = 0; k < d->n->n_out; k++) out[k] = ex->name[d->n->out[k]];
+  for (int k = 0; k < d->n->n_out; k++) out[k] = ex->g->values[d->n->out[k]].name;
   Onnx__NodeProto *node = cx_ex_node(ex, d->op, d->n->name, d->in, d->n_in, out, d->n->n_out);
   if (!node) return cx_ex_nomem();
   for (int k = 0; k < d->n_attr; k++) CX_TRY(cx_ex_attr_copy(ex, node, d->attr[k]));
@@ -327,6 +320,23 @@ static cx_status emit(draft *d) {
   for (int k = 0; k < d->n_in; k++)
     if (d->in_v[k] >= 0) ex->used[d->in_v[k]] = true;
   return CX_OK;
+}
+
+/* Input k read from a FakeQuantize: a bias must stay f32 (TensorRT refuses a dequantized bias,
+ * and ONNX Runtime quantizes a float bias itself); an activation's gets its own
+ * QuantizeLinear→DequantizeLinear pair. */
+static cx_status quantized_input(draft *d, int k) {
+  const cx_graph *g = d->ex->g;
+  int p = g->values[d->n->in[k]].producer;
+  if (p < 0 || strcmp(g->nodes[p].op->name, "FakeQuantize")) return CX_OK;
+  if (k == 2 && (!strcmp(d->op, "Conv") || !strcmp(d->op, "Gemm"))) {
+    char why[1200];
+    snprintf(why, sizeof why, "its bias comes from FakeQuantize node '%s'; a bias stays f32 in "
+             "a QDQ file", g->nodes[p].name);
+    return fail(d, why);
+  }
+  if (!cx_ex_is_activation_fq(d->ex, d->n->in[k])) return CX_OK;
+  return cx_ex_qdq_pair(d->ex, d->n->in[k], &d->in[k]);
 }
 
 static cx_status make_draft(cx_exporter *ex, int index, draft *d) {
@@ -337,16 +347,17 @@ static cx_status make_draft(cx_exporter *ex, int index, draft *d) {
   if (!d->in || !d->in_v) return cx_ex_nomem();
   for (int k = 0; k < n->n_in; k++) {
     d->in_v[k] = n->in[k];
-    d->in[k] = n->in[k] >= 0 ? ex->name[n->in[k]] : "";
+    d->in[k] = n->in[k] >= 0 ? ex->g->values[n->in[k]].name : "";
+    if (n->in[k] >= 0) CX_TRY(quantized_input(d, k));
   }
   if (n->n_attrs > CX_EX_MAX_ATTRS) return fail(d, "too many attributes");
   for (int k = 0; k < n->n_attrs; k++) d->attr[d->n_attr++] = &n->attrs[k];
-  if (ex->fold[index].bias) CX_TRY(set_input(d, 2, ex->fold[index].bias));
   return CX_OK;
 }
 
 cx_status cx_ex_lower_node(cx_exporter *ex, int index) {
   const cx_node *n = &ex->g->nodes[index];
+  if (!strcmp(n->op->name, "FakeQuantize")) return cx_ex_lower_fake_quantize(ex, index);
   if (strcmp(n->op->domain, CX_DOMAIN_ONNX))
     return cx_fail(CX_ERR_UNSUPPORTED, "node '%s' (%s) is in domain %s, which ONNX export cannot "
                    "write (gradient and loss ops exist only inside compress)", n->name,

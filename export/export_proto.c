@@ -128,16 +128,12 @@ const char *cx_ex_const_f32(cx_exporter *ex, const char *node, const char *what,
   return name ? cx_ex_add_init(ex, name, CX_F32, &s, &v) : NULL;
 }
 
-const void *cx_ex_value_data(const cx_exporter *ex, int v) {
-  return ex->data[v] ? ex->data[v] : ex->g->values[v].init;
-}
-
 cx_status cx_ex_write_value_init(cx_exporter *ex, int v) {
   const cx_value *x = &ex->g->values[v];
   if (cx_ex_onnx_dtype(x->dtype) == ONNX__TENSOR_PROTO__DATA_TYPE__UNDEFINED)
     return cx_fail(CX_ERR_UNSUPPORTED, "initializer '%s' has type %s, which ONNX export does not "
                    "write", x->name, cx_dtype_name(x->dtype));
-  return push_init(ex, tensor(ex, x->name, x->dtype, &x->shape, cx_ex_value_data(ex, v)));
+  return push_init(ex, tensor(ex, x->name, x->dtype, &x->shape, x->init));
 }
 
 Onnx__NodeProto *cx_ex_node(cx_exporter *ex, const char *op, const char *name,

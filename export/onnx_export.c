@@ -1,4 +1,4 @@
-/* cx_onnx_export: shapes, BatchNormalization folding, nodes in the target opset's form, then the
+/* cx_onnx_export: BatchNormalization folding (core/graph_fold_bn.h), shapes, nodes in the target opset's form, then the
  * model packed and written under a temporary name that is renamed once complete
  * (cx_file_replace). */
 #include <stdio.h>
@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../core/file_replace.h"
+#include "../core/graph_fold_bn.h"
 #include "../core/graph_shapes.h"
 #include "export_internal.h"
 
@@ -25,15 +26,11 @@ static cx_status alloc_state(cx_exporter *ex) {
   ex->shape[1] = cx_ex_alloc(ex, sizeof(cx_shape) * nv);
   ex->sym = cx_ex_alloc(ex, sizeof(cx_shape) * nv);
   ex->dtype = cx_ex_alloc(ex, sizeof(cx_dtype) * nv);
-  ex->name = cx_ex_alloc(ex, sizeof(char *) * nv);
-  ex->data = cx_ex_alloc(ex, sizeof(void *) * nv);
   ex->used = cx_ex_alloc(ex, sizeof(bool) * nv);
-  ex->skip = cx_ex_alloc(ex, sizeof(bool) * nn);
-  ex->fold = cx_ex_alloc(ex, sizeof(cx_ex_fold) * nn);
-  if (!ex->order || !ex->shape[0] || !ex->shape[1] || !ex->sym || !ex->dtype || !ex->name ||
-      !ex->data || !ex->used || !ex->skip || !ex->fold)
+  ex->qdq_pairs = cx_ex_alloc(ex, sizeof(int) * nv);
+  if (!ex->order || !ex->shape[0] || !ex->shape[1] || !ex->sym || !ex->dtype || !ex->used ||
+      !ex->qdq_pairs)
     return cx_ex_nomem();
-  for (int v = 0; v < ex->g->n_values; v++) ex->name[v] = ex->g->values[v].name;
   return CX_OK;
 }
 
@@ -51,9 +48,14 @@ static cx_status analyse(cx_exporter *ex) {
 static cx_status write_nodes(cx_exporter *ex) {
   for (int i = 0; i < ex->g->n_nodes; i++) {
     int node = ex->order[i];
-    if (!ex->skip[node]) CX_TRY(cx_ex_lower_node(ex, node));
+    CX_TRY(cx_ex_lower_node(ex, node));
   }
-  for (int k = 0; k < ex->g->n_outputs; k++) ex->used[ex->g->outputs[k]] = true;
+  for (int k = 0; k < ex->g->n_outputs; k++) {
+    int v = ex->g->outputs[k];
+    ex->used[v] = true;
+    const char *name; /* a quantized graph output ends in its own pair, named as the output */
+    if (cx_ex_is_activation_fq(ex, v) && !ex->qdq_pairs[v]) CX_TRY(cx_ex_qdq_pair(ex, v, &name));
+  }
   for (int v = 0; v < ex->g->n_values; v++) {
     const cx_value *x = &ex->g->values[v];
     bool init = x->kind == CX_VALUE_PARAM || x->kind == CX_VALUE_STATE || x->kind == CX_VALUE_CONST;
@@ -79,7 +81,7 @@ static cx_status value_infos(cx_exporter *ex, Onnx__GraphProto *gp) {
   if (g->n_outputs == 0) return cx_fail(CX_ERR_ARG, "ONNX export: the graph has no outputs");
   for (int k = 0; k < g->n_outputs; k++) {
     int v = g->outputs[k];
-    gp->output[gp->n_output] = cx_ex_value_info(ex, ex->name[v], ex->dtype[v], &ex->sym[v]);
+    gp->output[gp->n_output] = cx_ex_value_info(ex, g->values[v].name, ex->dtype[v], &ex->sym[v]);
     if (!gp->output[gp->n_output++]) return cx_ex_nomem();
   }
   return CX_OK;
@@ -116,7 +118,6 @@ static cx_status metadata(cx_exporter *ex, const cx_onnx_export_opts *o, Onnx__M
 static cx_status export_model(cx_exporter *ex, const cx_onnx_export_opts *o, const char *path) {
   CX_TRY(alloc_state(ex));
   CX_TRY(analyse(ex));
-  if (o->fold_bn) CX_TRY(cx_ex_fold_bn(ex));
   CX_TRY(write_nodes(ex));
   Onnx__GraphProto gp = ONNX__GRAPH_PROTO__INIT;
   gp.name = (char *)(o->graph_name && *o->graph_name ? o->graph_name : "compress");
@@ -147,13 +148,17 @@ cx_status cx_onnx_export(const cx_graph *g, const char *path, const cx_onnx_expo
   cx_onnx_export_opts defaults = {0};
   if (!o) o = &defaults;
   int64_t opset = o->opset ? o->opset : CX_ONNX_EXPORT_MIN_OPSET;
+  CX_TRY(cx_ex_check_qdq_opset(g, opset, path));
   if (opset < CX_ONNX_EXPORT_MIN_OPSET || opset > CX_ONNX_EXPORT_MAX_OPSET)
     return cx_fail(CX_ERR_UNSUPPORTED, "%s: opset %lld cannot be written (%d to %d can)", path,
                    (long long)opset, CX_ONNX_EXPORT_MIN_OPSET, CX_ONNX_EXPORT_MAX_OPSET);
   CX_TRY(cx_graph_validate(g));
-  cx_exporter ex = {.g = g, .opset = opset};
-  cx_status s = export_model(&ex, o, path);
+  cx_graph *folded = NULL;
+  cx_status s = o->fold_bn ? cx_graph_fold_bn(g, &folded, NULL) : CX_OK;
+  cx_exporter ex = {.g = folded ? folded : g, .opset = opset};
+  if (s == CX_OK) s = export_model(&ex, o, path);
   cx_ex_free(&ex);
+  cx_graph_free(folded);
   if (s != CX_OK && !strstr(cx_last_error(), path)) cx_error_prefix("%s", path);
   return s;
 }
