@@ -162,7 +162,9 @@ cx_status cx_ex_qdq_pair(cx_exporter *ex, int v, const char **name) {
   CX_TRY(write_params(ex, &p, sfx, &scale, &zero));
   const char *q_name = part_name(ex, n, "QuantizeLinear", sfx), *q_out;
   if (!q_name || !(q_out = part_name(ex, n, "quantized", sfx))) return cx_ex_nomem();
-  const char *x = ex->g->values[n->in[0]].name, *ins[3] = {x, scale, zero};
+  const char *x = ex->g->values[n->in[0]].name;
+  if (cx_ex_is_activation_fq(ex, n->in[0])) CX_TRY(cx_ex_qdq_pair(ex, n->in[0], &x)); /* FQ(FQ) */
+  const char *ins[3] = {x, scale, zero};
   ex->used[n->in[0]] = true;
   Onnx__NodeProto *q = cx_ex_node(ex, "QuantizeLinear", q_name, ins, 3, &q_out, 1);
   if (!q) return cx_ex_nomem();

@@ -9,7 +9,12 @@
  * opset 14, and so on. Initializers are written with raw_data (little-endian), graph inputs keep
  * the symbolic batch dimension as dim_param "N", and output shapes are inferred (a dimension that
  * follows the batch is "N", one that depends on it otherwise is left unknown). Nodes of the
- * com.compress domain (gradient and loss ops) cannot be exported: the error names the node.
+ * com.compress domain (gradient and loss ops) cannot be exported: the error names the node; the
+ * one exception is FakeQuantize, written as QDQ (export/export_qdq.c, docs/onnx.md): on a
+ * weight, an INT8 (UINT8 when qmin >= 0) initializer rounded here and a DequantizeLinear, per
+ * axis when the scale is; on an activation, a QuantizeLinear→DequantizeLinear pair for each
+ * reader. Its scale and zero point must be initializers (constants, or the parameters and state
+ * of QAT), and a FakeQuantize graph needs opset 13 or later.
  *
  * The file is written as "<path>.tmp.<pid>" and renamed over path when complete, so path never
  * holds a half-written model and a failed export leaves nothing behind. */
@@ -20,7 +25,8 @@ typedef struct cx_onnx_metadata {
 
 typedef struct cx_onnx_export_opts {
   int opset;                     /* 13 to 17; 0 means 13 */
-  bool fold_bn;                  /* fold inference BatchNormalization into a preceding Conv/Gemm */
+  bool fold_bn;                  /* fold inference BatchNormalization into a preceding Conv/Gemm
+                                    first (cx_graph_fold_bn, core/graph_fold_bn.h) */
   const char *producer_version;  /* written with producer_name "compress"; NULL: "" */
   const char *doc_string;        /* NULL: none */
   const char *graph_name;        /* NULL: "compress" */

@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """Checks an ONNX model with the ONNX checker and runs it with ONNX Runtime.
 
-usage: ort_check.py MODEL.onnx OUT_DIR IN_0.npy [IN_1.npy ...]
+usage: ort_check.py [--no-optimize] MODEL.onnx OUT_DIR IN_0.npy [IN_1.npy ...]
 
 The inputs are given in the order of the graph's inputs. Runs
 onnx.checker.check_model(MODEL, full_check=True), then ONNX Runtime's CPUExecutionProvider, and
-writes output k to OUT_DIR/output_k.npy. Prints one line per output. Exit status: 0 success,
+writes output k to OUT_DIR/output_k.npy. --no-optimize turns ONNX Runtime's graph optimizations
+off (ORT_DISABLE_ALL): a QDQ model then runs as its float QuantizeLinear/DequantizeLinear
+definition rather than as fused integer kernels. Prints one line per output. Exit status: 0 success,
 1 the model failed the checker or ONNX Runtime, 2 usage error, 3 onnx or onnxruntime is missing.
 """
 import os
@@ -13,6 +15,9 @@ import sys
 
 
 def main(argv):
+    optimize = "--no-optimize" not in argv[:1]
+    if not optimize:
+        argv = argv[1:]
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
         return 2
@@ -33,6 +38,8 @@ def main(argv):
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
+    if not optimize:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
         sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
         names = [i.name for i in sess.get_inputs()]

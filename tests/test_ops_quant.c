@@ -327,6 +327,7 @@ static int edges(cx_dtype qt, const char *op, int64_t qmin, int64_t qmax, float 
   } else {
     f = expect_values(label, got, want, N_EDGE);
   }
+  f += oc_check(label, g, &fwd_opts); /* the reference agrees, NaN and infinities included */
   cx_graph_free(g);
   return f;
 }

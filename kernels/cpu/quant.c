@@ -9,7 +9,6 @@
  * would round some quotients to the other side of a tie. Scales are checked on every run
  * (cx_quant_check_scale): zero, negative or non-finite scales are refused, never divided by. */
 
-#include <omp.h>
 #include <math.h>
 
 #include "../../core/ops/quant.h"

@@ -32,7 +32,7 @@ static cx_status check_scales(const cx_ref_args *a, int i) {
 }
 
 /* QuantizeLinear(x, y_scale[, y_zero_point]) = saturate(round(x / y_scale) + y_zero_point).
- * A NaN x saturates to the top of the range, as the CPU kernel's fmin/fmax clamp does. */
+ * A NaN x saturates to the bottom of the range, as in ONNX Runtime (its max(x, lo) gives lo). */
 static cx_status ref_quantize(const cx_ref_args *a) {
   cx_quant_geom g;
   int64_t lo, hi;
@@ -44,7 +44,7 @@ static cx_status ref_quantize(const cx_ref_args *a) {
   for (int64_t i = 0; i < cx_shape_numel(&a->in[0].shape); i++) {
     int64_t c = channel(&g, i);
     double v = nearbyint(quotient(a->in[0].data[i], par(a, 1, c))) + par(a, 2, c);
-    a->out[0].data[i] = fmax(fmin(v, (double)hi), (double)lo);
+    a->out[0].data[i] = !(v >= (double)lo) ? (double)lo : v > (double)hi ? (double)hi : v;
   }
   return CX_OK;
 }
