@@ -26,6 +26,7 @@ static const cx_stage_flag quant_lists[] = {{"--keep-fp32", "keep_fp32", true, N
                                             {NULL, NULL, false, NULL}};
 static const cx_stage_flag quant_switches[] = {{"--qat", "method", true, "qat"},
                                                {"--lsq", "lsq", false, "true"},
+                                               {"--reduce-range", "reduce_range", false, "true"},
                                                {NULL, NULL, false, NULL}};
 static const cx_stage_args_spec spec = {.table = "quantize", .flags = quant_flags,
                                         .lists = quant_lists, .switches = quant_switches};
@@ -88,7 +89,8 @@ const cx_command cx_cmd_quantize = {
         "    --activations A     int8 (symmetric, zero point 0: TensorRT; default) or uint8\n"
         "                        (asymmetric: ONNX Runtime only)\n"
         "    --keep-fp32 GLOB    nodes left in floating point (repeatable; compress inspect\n"
-        "                        names them)\n\n"
+        "                        names them)\n"
+        "    --reduce-range      7-bit weights, for ONNX Runtime on x86 CPUs without VNNI\n\n"
         "QAT (a [data] and [train] table as in compress train, docs/training.md):\n"
         "    --qat  --epochs N  --lr LR  --val VAL.h5  --batch B\n"
         "    --lsq               learn the scales (LSQ) instead of following observers\n"

@@ -9,7 +9,7 @@
 const char *const cx_cli_quant_keys[] = {
     "method", "calibrator", "percentile", "calibration_batches", "activations", "keep_fp32",
     "freeze_bn_after", "freeze_observers_after", "observe_every", "observer_momentum", "lsq",
-    NULL};
+    "reduce_range", NULL};
 
 static cx_status read_names(const cx_toml *t, cx_quant_config *c) {
   static const char *const methods[] = {"ptq", "qat", NULL};
@@ -39,6 +39,7 @@ static cx_status read_numbers(const cx_toml *t, cx_quant_config *c) {
   CX_TRY(cx_cli_key_range(t, "observe_every", (double)c->observe_every, 1, 1e9, false));
   CX_TRY(cx_toml_float(t, "observer_momentum", c->observer_momentum, &c->observer_momentum));
   CX_TRY(cx_cli_key_range(t, "observer_momentum", c->observer_momentum, 0, 1, false));
+  CX_TRY(cx_toml_bool(t, "reduce_range", c->reduce_range, &c->reduce_range));
   return cx_toml_bool(t, "lsq", c->lsq, &c->lsq);
 }
 

@@ -99,8 +99,10 @@ static cx_status new_site(builder *b, cx_quant_kind kind, int v, const char *nod
   }
   cx_quant_site *s = &p->s[p->n];
   bool act = kind == CX_QUANT_ACTIVATION, u8 = b->c->activations == CX_QUANT_UINT8;
+  int64_t wmax = b->c->reduce_range ? 63 : 127;
   *s = (cx_quant_site){.kind = kind, .axis = axis, .channels = channels, .share = p->n,
-                       .qmin = !act ? -127 : u8 ? 0 : -128, .qmax = act && u8 ? 255 : 127};
+                       .qmin = !act ? -wmax : u8 ? 0 : -128,
+                       .qmax = !act ? wmax : u8 ? 255 : 127};
   s->value = strdup(b->g->values[v].name);
   s->node = strdup(node);
   s->scale = malloc(sizeof *s->scale * (size_t)channels);

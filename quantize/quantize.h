@@ -58,6 +58,11 @@ typedef struct cx_quant_config {
   int64_t observe_every;          /* optimizer steps between observer updates; 10 */
   double observer_momentum;       /* EMA weight of a new batch's min/max, in (0, 1]; 0.01 */
   bool lsq;
+  /* Weights in [-63, 63] (7 bits) instead of [-127, 127]: ONNX Runtime's reduce_range. Its
+   * integer kernels on x86 without VNNI add pairs of u8·s8 products in int16 with saturation
+   * (2·255·127 > 32767), so full-range weights come out wrong there; TensorRT and VNNI CPUs do
+   * not need it (docs/quantize.md, "Export"). */
+  bool reduce_range;
 } cx_quant_config;
 
 /* Defaults: PTQ, MSE calibration, percentile 99.99, 16 calibration batches, INT8
