@@ -13,6 +13,7 @@
 #include "../core/backend.h"
 #include "../core/op.h"
 #include "../kernels/cpu/cpu.h"
+#include "../kernels/guard/guard.h"
 #include "../core/program.h"
 #include "../models/layers.h"
 #include "../quantize/internal.h"
@@ -409,6 +410,9 @@ static cx_graph *qat_run(const paths *p, const cx_graph *folded, const cx_quant_
       o.resume_from = last;
     }
     o.stop_after = leg == 0 ? stop : 0;
+    /* the resumed run goes through the guard backend, whose memory host code cannot touch: the
+     * observers reach the program's tensors only through cx_program_read and _write */
+    if (stop) o.backend = cx_backend_guard();
     cx_train_ext ext = cx_quant_qat_ext(q);
     o.extensions = &ext, o.n_extensions = 1;
     cx_train_result r;
@@ -450,7 +454,9 @@ static void test_ptq_qat(const paths *p) {
     c.calibrator = cal;
     cx_graph *q = NULL, *f = NULL;
     cx_quant_plan plan = {0};
-    s = cx_quant_ptq(model, &c, cx_backend_cpu(), &d, "cnn", &q, &f, &plan);
+    /* calibration on the guard backend once: host code reads values only through copies */
+    const cx_backend *be = cal == CX_CALIB_PERCENTILE ? cx_backend_guard() : cx_backend_cpu();
+    s = cx_quant_ptq(model, &c, be, &d, "cnn", &q, &f, &plan);
     CHECK(s == CX_OK, "PTQ %s: %s", cx_quant_calibrator_name(c.calibrator), cx_last_error());
     if (s != CX_OK) continue;
     double acc = top1(q, p);
@@ -544,6 +550,13 @@ static void test_ptq_qat(const paths *p) {
   cx_graph_free(q8);
   cx_graph_free(folded);
   cx_graph_free(model);
+  /* calibration images that do not fit the model: refused, naming the file */
+  cx_graph *wrong = placement_graph(), *none = NULL;
+  s = cx_quant_ptq(wrong, &c, cx_backend_cpu(), &d, "net", &none, NULL, NULL);
+  CHECK(s != CX_OK && !none && strstr(cx_last_error(), "small.h5") &&
+        strstr(cx_last_error(), "28x28"), "mismatched data: %s", cx_last_error());
+  cx_graph_free(wrong);
+  CHECK(cx_guard_live_regions() == 0, "%d guard regions left", cx_guard_live_regions());
 }
 
 static void run_training(void) {
