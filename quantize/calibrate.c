@@ -77,7 +77,7 @@ static cx_status observe_batch(calib *k, cx_quant_runner *r, const cx_batch *b) 
 }
 
 static cx_status run_observers(calib *k, const cx_graph *g, const cx_quant_config *c,
-                               const cx_backend *b, const cx_quant_data *d) {
+                               const cx_backend *b, const cx_quant_data *d, const char *model) {
   cx_quant_runner r;
   CX_TRY(cx_quant_runner_open(g, k->names, k->n_names, b, d, c->calibration_batches, &r));
   cx_status s = CX_OK;
@@ -91,7 +91,7 @@ static cx_status run_observers(calib *k, const cx_graph *g, const cx_quant_confi
   }
   cx_quant_runner_close(&r);
   if (s == CX_OK && batches == 0)
-    s = cx_fail(CX_ERR_ARG, "quantize: %s has no calibration images", d->path);
+    s = cx_fail(CX_ERR_ARG, "%s: quantize: %s has no calibration images", model, d->path);
   return s;
 }
 
@@ -108,7 +108,7 @@ static cx_status set_ranges(calib *k, const cx_quant_config *c) {
 }
 
 static cx_status calibrate(calib *k, const cx_graph *g, const cx_quant_config *c,
-                           const cx_backend *b, const cx_quant_data *d) {
+                           const cx_backend *b, const cx_quant_data *d, const char *model) {
   cx_quant_plan *p = k->p;
   for (int i = 0; i < p->n; i++) {
     if (p->s[i].kind != CX_QUANT_ACTIVATION) continue;
@@ -121,19 +121,19 @@ static cx_status calibrate(calib *k, const cx_graph *g, const cx_quant_config *c
     if (p->s[i].share == i)
       CX_TRY(cx_quant_observer_new(input ? CX_CALIB_MINMAX : c->calibrator, &k->obs[i]));
   }
-  CX_TRY(run_observers(k, g, c, b, d));
+  CX_TRY(run_observers(k, g, c, b, d, model));
   return set_ranges(k, c);
 }
 
 cx_status cx_quant_calibrate(const cx_graph *g, cx_quant_plan *p, const cx_quant_config *c,
                              const cx_backend *b, const cx_quant_data *d, const char *model) {
-  (void)model;
+  if (!model) model = "the model";
   CX_TRY(cx_quant_config_check(c));
   CX_TRY(cx_quant_weight_scales(g, p));
   calib k = {.p = p};
   k.obs = calloc((size_t)p->n + 1, sizeof *k.obs);
   k.names = calloc((size_t)p->n + 1, sizeof *k.names);
-  cx_status s = k.obs && k.names ? calibrate(&k, g, c, b, d) : nomem();
+  cx_status s = k.obs && k.names ? calibrate(&k, g, c, b, d, model) : nomem();
   for (int i = 0; k.obs && i < p->n; i++) cx_quant_observer_free(k.obs[i]);
   free(k.obs), free(k.names), free(k.buf);
   return s;

@@ -10,9 +10,14 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "../core/backend.h"
+#include "../core/npy.h"
+#include "../export/onnx_export.h"
 #include "../core/op.h"
 #include "../kernels/cpu/cpu.h"
+#include "../kernels/guard/guard.h"
 #include "../core/program.h"
 #include "../models/layers.h"
 #include "../quantize/internal.h"
@@ -20,6 +25,10 @@
 #include "check.h"
 #include "fmnist.h"
 #include "python_ref.h"
+
+#ifndef CX_ORT_CHECK
+#define CX_ORT_CHECK "tests/ort_check.py"
+#endif
 
 /* ---- deterministic data ---- */
 
@@ -409,6 +418,9 @@ static cx_graph *qat_run(const paths *p, const cx_graph *folded, const cx_quant_
       o.resume_from = last;
     }
     o.stop_after = leg == 0 ? stop : 0;
+    /* the resumed run goes through the guard backend, whose memory host code cannot touch: the
+     * observers reach the program's tensors only through cx_program_read and _write */
+    if (stop) o.backend = cx_backend_guard();
     cx_train_ext ext = cx_quant_qat_ext(q);
     o.extensions = &ext, o.n_extensions = 1;
     cx_train_result r;
@@ -431,6 +443,56 @@ static cx_graph *qat_run(const paths *p, const cx_graph *folded, const cx_quant_
   return out;
 }
 
+/* The quantized graph exported as QDQ (export/export_qdq.c) and run by ONNX Runtime agrees with
+ * our FakeQuantize simulation: the placement is one the exporter writes and ORT accepts. */
+static void check_against_ort(const paths *p, const cx_graph *q) {
+  char model[100], in[200], out[100], cmd[700];
+  snprintf(model, sizeof model, "%s/ptq.onnx", p->dir);
+  snprintf(in, sizeof in, "%s/x.npy", p->dir);
+  snprintf(out, sizeof out, "%s/ort", p->dir);
+  mkdir(out, 0755);
+  cx_onnx_export_opts eo = {.opset = 13};
+  cx_status s = cx_onnx_export(q, model, &eo);
+  CHECK(s == CX_OK, "export: %s", cx_last_error());
+  enum { N = 8, PER = 28 * 28 };
+  static float x[N * PER], y[N * 10];
+  for (int i = 0; i < N * PER; i++) x[i] = (float)(uniform() * 2.8 - 0.8);
+  cx_program *prog = NULL;
+  cx_compile_opts co = {.batch = N, .backend = cx_backend_cpu()};
+  if (s == CX_OK) s = cx_program_compile(q, &co, &prog);
+  if (s == CX_OK) s = cx_program_write(prog, cx_program_tensor(prog, "input"), x);
+  if (s == CX_OK) s = cx_program_forward(prog);
+  if (s == CX_OK)
+    s = cx_program_read(prog, cx_program_value_tensor(prog, cx_program_graph(prog)->outputs[0]), y);
+  cx_program_free(prog);
+  cx_shape xs = {4, {N, 1, 28, 28}};
+  if (s == CX_OK) s = cx_npy_write(in, CX_F32, &xs, x);
+  CHECK(s == CX_OK, "our run: %s", cx_last_error());
+  if (s != CX_OK) return;
+  snprintf(cmd, sizeof cmd, CX_PYTHON " '%s' '%s' '%s' '%s' >/dev/null", CX_ORT_CHECK, model, out,
+           in);
+  int rc = system(cmd);
+  CHECK(rc == 0, "%s: tests/ort_check.py failed (exit %d)", model, rc);
+  snprintf(in, sizeof in, "%s/output_0.npy", out);
+  cx_dtype dt;
+  cx_shape os;
+  void *ort = NULL;
+  if (rc == 0 && cx_npy_read(in, &dt, &os, &ort) == CX_OK && cx_shape_numel(&os) == N * 10) {
+    double diff = 0, scale = 0;
+    for (int i = 0; i < N * 10; i++) {
+      diff = fmax(diff, fabs(((float *)ort)[i] - y[i]));
+      scale = fmax(scale, fabs(y[i]));
+    }
+    printf("QDQ export in ONNX Runtime: logits within %.3g of ours (max |logit| %.3g)\n", diff,
+           scale);
+    /* an activation rounded the other way (another f32 summation order) would move a logit by
+     * a fraction of a step; a misplaced Q/DQ or a wrong scale moves it by far more */
+    CHECK(diff <= 1e-3 * scale, "ONNX Runtime's logits differ from ours by %g (of %g)", diff,
+          scale);
+  }
+  free(ort);
+}
+
 static void test_ptq_qat(const paths *p) {
   /* the FP32 model: the small conv-BN-ReLU CNN, trained for 3 epochs on 2048 images */
   cx_graph *model = fmnist_small_cnn(5);
@@ -450,7 +512,9 @@ static void test_ptq_qat(const paths *p) {
     c.calibrator = cal;
     cx_graph *q = NULL, *f = NULL;
     cx_quant_plan plan = {0};
-    s = cx_quant_ptq(model, &c, cx_backend_cpu(), &d, "cnn", &q, &f, &plan);
+    /* calibration on the guard backend once: host code reads values only through copies */
+    const cx_backend *be = cal == CX_CALIB_PERCENTILE ? cx_backend_guard() : cx_backend_cpu();
+    s = cx_quant_ptq(model, &c, be, &d, "cnn", &q, &f, &plan);
     CHECK(s == CX_OK, "PTQ %s: %s", cx_quant_calibrator_name(c.calibrator), cx_last_error());
     if (s != CX_OK) continue;
     double acc = top1(q, p);
@@ -471,6 +535,7 @@ static void test_ptq_qat(const paths *p) {
             cx_quant_calibrator_name(cal), acc, fp32);
     CHECK(cx_quant_check_ranges(&plan, "cnn") == CX_OK, "ranges: %s", cx_last_error());
     if (cal == CX_CALIB_MSE) {
+      check_against_ort(p, q);
       cx_quant_sqnr_table t;
       s = cx_quant_sqnr(f, q, &c, cx_backend_cpu(), &d, &t);
       CHECK(s == CX_OK && t.n == 3, "SQNR: %d layers: %s", t.n, cx_last_error());
@@ -544,6 +609,13 @@ static void test_ptq_qat(const paths *p) {
   cx_graph_free(q8);
   cx_graph_free(folded);
   cx_graph_free(model);
+  /* calibration images that do not fit the model: refused, naming the file */
+  cx_graph *wrong = placement_graph(), *none = NULL;
+  s = cx_quant_ptq(wrong, &c, cx_backend_cpu(), &d, "net", &none, NULL, NULL);
+  CHECK(s != CX_OK && !none && strstr(cx_last_error(), "small.h5") &&
+        strstr(cx_last_error(), "28x28"), "mismatched data: %s", cx_last_error());
+  cx_graph_free(wrong);
+  CHECK(cx_guard_live_regions() == 0, "%d guard regions left", cx_guard_live_regions());
 }
 
 static void run_training(void) {
