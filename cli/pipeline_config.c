@@ -194,12 +194,7 @@ cx_status cx_pipeline_read_prune(cx_pipeline *p, cx_pipeline_stage *s) {
                         "by [distill] or under [student.train]");
   CX_TRY(read_stage(p, s, student, t, cx_cli_prune_keys));
   s->table = t;
-  CX_TRY(cx_cli_prune_read(t, &p->prune));
-  if (p->prune.c.method == CX_PRUNE_CHANNEL && p->prune.c.importance == CX_IMPORTANCE_TAYLOR)
-    return cx_toml_fail(cx_toml_get(t, "importance"), CX_ERR_UNSUPPORTED, "Taylor importance "
-                        "needs gradients before the channels are chosen, which the pipeline's "
-                        "one-shot channel pruning does not gather: use \"l1\", \"l2\" or \"bn\"");
-  return CX_OK;
+  return cx_cli_prune_read(t, &p->prune);
 }
 
 cx_status cx_pipeline_read_unimplemented(cx_pipeline *p, cx_pipeline_stage *s) {

@@ -19,6 +19,7 @@ static const flag prune_flags[] = {
     {"--round-to", "round_to", false}, {"--start", "start", false},
     {"--end", "end", false},           {"--every", "every", false},
     {"--initial-sparsity", "initial_sparsity", false},
+    {"--taylor-batches", "taylor_batches", false},
     {NULL, NULL, false}};
 static const flag train_flags[] = {{"--epochs", "epochs", false}, {"--lr", "lr", false},
                                    {NULL, NULL, false}};

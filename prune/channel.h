@@ -91,6 +91,19 @@ cx_train_ext cx_channel_taylor_ext(cx_channel_taylor *t);
 const cx_prune_scores *cx_channel_taylor_scores(const cx_channel_taylor *t);
 void cx_channel_taylor_free(cx_channel_taylor *t);
 
+/* Network slimming's sparsity penalty (Liu et al. 2017; bn_l1.c): a trainer extension whose
+ * wrap_graph adds lambda * sum |gamma| over every BatchNormalization's trained scale to the
+ * training loss (the value "loss", output 0), so gamma's gradient gains exactly
+ * lambda * sign(gamma) and the scales of unneeded channels shrink towards zero before "bn"
+ * importance ranks them. The logged training loss includes the penalty. A model without such a
+ * BatchNorm is an error. b is the caller's and must outlive the run; scales is set to the number
+ * of scales penalised. */
+typedef struct cx_prune_bn_l1 {
+  float lambda;
+  int scales;
+} cx_prune_bn_l1;
+cx_train_ext cx_prune_bn_l1_extension(cx_prune_bn_l1 *b);
+
 /* Importance of every unit (channel_importance.c), score[n_units]: L1 or L2 norms of the
  * producing filters summed over every producer of the unit, BN |gamma| summed over its
  * BatchNorms (a group without one is ranked by L1, with a line in the log), or Taylor summed
