@@ -60,7 +60,13 @@ static cx_status wrap_graph(void *self, cx_graph *g) {
     return cx_fail(CX_ERR_ARG, "bn_l1: the model has no BatchNormalization with a trained scale "
                    "(an exporter that folds BatchNorm into the convolutions leaves none)");
   }
-  int sum = b->scales == 1 ? terms[0] : cx_graph_op(g, "Sum", "bn_l1/total", terms, b->scales);
+  /* a chain of Adds: a training graph's Sum takes at most 16 inputs */
+  int sum = terms[0];
+  for (int k = 1; k < b->scales; k++) {
+    char name[64];
+    snprintf(name, sizeof name, "bn_l1/total/%d", k);
+    sum = cx_graph_op(g, "Add", name, (int[]){sum, terms[k]}, 2);
+  }
   free(terms);
   cx_shape scalar = {0};
   int lambda = cx_graph_const_f32(g, "bn_l1/lambda", &scalar, &b->lambda);
