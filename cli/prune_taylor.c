@@ -14,6 +14,11 @@
 #include "commands.h"
 #include "prune_config.h"
 
+static cx_status no_data(void) {
+  return cx_fail(CX_ERR_ARG, "importance \"taylor\" ranks channels by gradients, which need "
+                 "training data (compress prune: --data TRAIN.h5)");
+}
+
 static void grad_ready(void *user, int param, const cx_tensor *value, const cx_tensor *grad) {
   cx_train_ext *e = user;
   e->grad_ready(e->self, param, value, grad, true);
@@ -72,9 +77,7 @@ static cx_status score_batch(cx_program *p, cx_loader *l, int64_t *epoch, const 
 cx_status cx_cli_prune_taylor(const cx_graph *model, const cx_train_opts *o, int batches,
                               cx_channel_taylor **out) {
   *out = NULL;
-  if (!o->train_path)
-    return cx_fail(CX_ERR_ARG, "prune: importance \"taylor\" needs training data for its "
-                   "gradients (compress prune: --data TRAIN.h5)");
+  if (!o->train_path) return no_data();
   int64_t micro = o->batch_size / (o->accum_steps > 1 ? o->accum_steps : 1);
   cx_program *p = NULL;
   cx_loader *l = NULL;
@@ -101,9 +104,7 @@ cx_status cx_cli_prune_channels(const cx_graph *g, const cx_cli_prune *p, const 
                                 FILE *log, cx_graph **out, cx_prune_channel_stats *st) {
   *out = NULL;
   if (p->c.importance != CX_IMPORTANCE_TAYLOR) return cx_prune_channels(g, &p->c, NULL, log, out, st);
-  if (!o || !o->train_path)
-    return cx_fail(CX_ERR_ARG, "prune: importance \"taylor\" needs training data for its "
-                   "gradients (compress prune: --data TRAIN.h5)");
+  if (!o || !o->train_path) return no_data();
   cx_channel_taylor *t = NULL;
   CX_TRY(cx_cli_prune_taylor(g, o, p->taylor_batches, &t));
   if (log)
