@@ -258,6 +258,19 @@ EOF
   run 0 mag-resumed pipeline "$work/pipe_mag.toml" --out "$r"
   expect_in mag-resumed out "prune: resuming from $r/checkpoints/prune/step-00000014.h5"
   $py "$here/check_zeros.py" "$r/student_pruned.onnx" 0.7 || fail "mag-resumed: the zeros"
+  # Taylor importance: the scoring pass on the stage's data before the channels are chosen is
+  # deterministic, so a resumed stage rebuilds the same graph and ends byte for byte the same
+  sed -e 's/^sparsity = 0.5/sparsity = 0.5\nimportance = "taylor"\ntaylor_batches = 3/' \
+    "$work/pipe_pr.toml" >"$work/pipe_tay.toml"
+  run 0 taylor pipeline "$work/pipe_tay.toml" --out "$r" --only prune
+  expect_in taylor out "prune: Taylor scores from 3 batches"
+  cp "$r/student_pruned.onnx" "$work/taylor_whole.onnx"
+  cmp -s "$r/student_pruned.onnx" "$work/pruned_whole.onnx" &&
+    fail "taylor: the same file as L1 importance's"
+  run 1 taylor-stopped pipeline "$work/pipe_tay.toml" --out "$r" --only prune --stop-after 10
+  run 0 taylor-resumed pipeline "$work/pipe_tay.toml" --out "$r"
+  cmp -s "$r/student_pruned.onnx" "$work/taylor_whole.onnx" ||
+    fail "taylor-resumed: student_pruned.onnx differs from the uninterrupted run's"
 else
   [[ $kd == 1 ]] || fail "kd: exit $kd"
   expect_in kd err "compress pipeline: $work/pipe_kd.toml:39:1: 'distill': knowledge distillation is not available"
