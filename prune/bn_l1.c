@@ -13,18 +13,19 @@
 #include "../core/op.h"
 #include "channel.h"
 
-/* |gamma| summed, a scalar: ReduceSum(Relu(gamma) + Relu(-gamma)). */
-static int abs_sum(cx_graph *g, const cx_node *bn, int gamma) {
+/* |gamma| summed, a scalar: ReduceSum(Relu(gamma) + Relu(-gamma)). `bn` names the nodes (a copy:
+ * adding nodes moves g->nodes). */
+static int abs_sum(cx_graph *g, const char *bn, int gamma) {
   char name[300];
-  snprintf(name, sizeof name, "bn_l1/%s/pos", bn->name);
+  snprintf(name, sizeof name, "bn_l1/%s/pos", bn);
   int pos = cx_graph_op(g, "Relu", name, &gamma, 1);
-  snprintf(name, sizeof name, "bn_l1/%s/neg", bn->name);
+  snprintf(name, sizeof name, "bn_l1/%s/neg", bn);
   int neg = cx_graph_op(g, "Neg", name, &gamma, 1);
-  snprintf(name, sizeof name, "bn_l1/%s/negpos", bn->name);
+  snprintf(name, sizeof name, "bn_l1/%s/negpos", bn);
   neg = cx_graph_op(g, "Relu", name, &neg, 1);
-  snprintf(name, sizeof name, "bn_l1/%s/abs", bn->name);
+  snprintf(name, sizeof name, "bn_l1/%s/abs", bn);
   int a = cx_graph_op(g, "Add", name, (int[]){pos, neg}, 2);
-  snprintf(name, sizeof name, "bn_l1/%s/sum", bn->name);
+  snprintf(name, sizeof name, "bn_l1/%s/sum", bn);
   int node = cx_graph_node(g, "ReduceSum", name, &a, 1, 1);
   cx_node_set_int(g, node, "keepdims", 0);
   return cx_node_output(g, node, 0);
@@ -34,7 +35,7 @@ static int abs_sum(cx_graph *g, const cx_node *bn, int gamma) {
 static int gather_scales(cx_graph *g, int *terms) {
   int n = 0, n_nodes = g->n_nodes; /* the nodes added here are not visited */
   for (int i = 0; i < n_nodes; i++) {
-    const cx_node *bn = &g->nodes[i];
+    const cx_node *bn = &g->nodes[i]; /* valid until the first node is added */
     if (strcmp(bn->op->name, "BatchNormalization") || bn->n_in < 2 || bn->in[1] < 0) continue;
     int gamma = bn->in[1];
     if (g->values[gamma].kind != CX_VALUE_PARAM || g->values[gamma].dtype != CX_F32) continue;
@@ -42,7 +43,10 @@ static int gather_scales(cx_graph *g, int *terms) {
     for (int k = 0; k < i && !seen; k++)
       seen = !strcmp(g->nodes[k].op->name, "BatchNormalization") && g->nodes[k].n_in > 1 &&
              g->nodes[k].in[1] == gamma;
-    if (!seen) terms[n++] = abs_sum(g, &g->nodes[i], gamma);
+    if (seen) continue;
+    char bn_name[256];
+    snprintf(bn_name, sizeof bn_name, "%s", g->nodes[i].name);
+    terms[n++] = abs_sum(g, bn_name, gamma);
   }
   return n;
 }
