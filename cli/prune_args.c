@@ -20,6 +20,7 @@ static const flag prune_flags[] = {
     {"--end", "end", false},           {"--every", "every", false},
     {"--initial-sparsity", "initial_sparsity", false},
     {"--taylor-batches", "taylor_batches", false},
+    {"--allocate", "allocate", true},
     {NULL, NULL, false}};
 static const flag train_flags[] = {{"--epochs", "epochs", false}, {"--lr", "lr", false},
                                    {NULL, NULL, false}};

@@ -120,9 +120,23 @@ int64_t cx_channel_macs(const cx_channel_groups *cg, const bool *keep);
  * (channel_choose.c): global scope ranks all units by score normalised by their group's mean
  * score and removes the lowest first; layer scope removes the same fraction of every group.
  * At least max(1, round_to) units of each pruned group stay, and a pruned group keeps a multiple
- * of round_to. Fails naming the reachable sparsity when the target cannot be met. */
+ * of round_to. Fails naming the reachable sparsity when the target cannot be met. With
+ * c->n_ratios > 0 the fractions are the ratios' instead, per named group, and the MAC target is
+ * not used (an unknown or frozen producer name is an error). */
 cx_status cx_channel_choose(const cx_channel_groups *cg, const cx_prune_config *c,
                             const double *score, bool *keep);
+
+/* Sensitivity allocation (channel_allocate.c): per-group fractions for c's MAC target from
+ * measured sensitivity. Group i, named by its producer names[i], loses top-1 drop[i * n_levels
+ * + k] when pruned alone to fraction levels[k] (increasing). For a tolerance t each group takes
+ * the largest level whose drop, and every smaller level's, is at most t (0 when none is); the
+ * smallest t among the drops whose choice (cx_channel_choose with those ratios) meets the target
+ * is taken, so layers that lose less give more. fraction[n] out. Fails, naming how far the
+ * largest levels go, when even t = the largest drop misses the target. */
+cx_status cx_channel_allocate(const cx_channel_groups *cg, const cx_prune_config *c,
+                              const double *score, int n, const char *const *names,
+                              int n_levels, const double *levels, const double *drop,
+                              double *fraction);
 
 /* The rewritten graph (channel_rewrite.c): a clone with every edit applied for keep[]; it is
  * validated and its shapes inferred before it is returned. */

@@ -1,5 +1,7 @@
-/* Taylor importance for channel pruning (docs/prune.md, "Importance"): a scoring pass before the
- * channels are chosen. The model's training loss (softmax cross-entropy on the labels) is run
+/* Channel pruning as the command and the stage run it: Taylor importance's scoring pass and
+ * allocate = "sensitivity"'s per-layer ratios before the channels are chosen.
+ *
+ * Taylor importance (docs/prune.md, "Importance"): a scoring pass before the channels are chosen. The model's training loss (softmax cross-entropy on the labels) is run
  * forward and backward on `batches` batches of the training data, without any update, and
  * prune/channel_taylor.c's extension adds |w * dL/dw| of every parameter as each gradient is
  * final. The images get the evaluation preprocessing (normalisation, no random augmentation) and
@@ -100,17 +102,60 @@ cx_status cx_cli_prune_taylor(const cx_graph *model, const cx_train_opts *o, int
   return CX_OK;
 }
 
+/* allocate = "sensitivity": c's ratios from the scan of every unfrozen group on o's validation
+ * data (*fraction and names, freed by the caller, hold what c points to). */
+static cx_status allocate(const cx_graph *g, const cx_cli_prune *p, const cx_train_opts *o,
+                          const cx_prune_scores *taylor, FILE *log, cx_cli_sensitivity *sens,
+                          double **fraction, cx_prune_config *c) {
+  if (!o || !o->val_path)
+    return cx_fail(CX_ERR_ARG, "allocate = \"sensitivity\" evaluates every layer pruned alone: "
+                   "it needs validation data ([data] val; compress prune: --val VAL.h5)");
+  cx_cli_eval_data ev = {o->val_path, o->val_part, &o->val_aug, o->backend};
+  CX_TRY(cx_cli_sensitivity_scan(g, &p->c, taylor, "the model", &ev, log, sens));
+  int n = sens->n, L = CX_CLI_SENSITIVITY_STEPS;
+  cx_channel_groups *cg = NULL;
+  double *drop = malloc((size_t)n * (size_t)L * sizeof *drop);
+  *fraction = malloc((size_t)n * sizeof **fraction);
+  cx_status s = drop && *fraction ? cx_channel_groups_build(g, NULL, &cg)
+                                  : cx_fail(CX_ERR_NOMEM, "out of memory");
+  double *score = s == CX_OK ? malloc(((size_t)cg->n_units + 1) * sizeof *score) : NULL;
+  if (s == CX_OK && !score) s = cx_fail(CX_ERR_NOMEM, "out of memory");
+  if (s == CX_OK) s = cx_channel_select(cg, &p->c, NULL);
+  if (s == CX_OK) s = cx_channel_importance(cg, p->c.importance, taylor, NULL, score);
+  for (int j = 0; s == CX_OK && j < n * L; j++) drop[j] = sens->base - sens->top1[j];
+  if (s == CX_OK)
+    s = cx_channel_allocate(cg, &p->c, score, n, (const char *const *)sens->names, L,
+                            cx_cli_sensitivity_levels, drop, *fraction);
+  for (int i = 0; s == CX_OK && log && i < n; i++)
+    fprintf(log, "prune: %s: %.0f%% of its channels (sensitivity)\n", sens->names[i],
+            100 * (*fraction)[i]);
+  *c = p->c;
+  c->ratio_nodes = (const char *const *)sens->names, c->ratios = *fraction, c->n_ratios = n;
+  free(drop), free(score);
+  cx_channel_groups_free(cg);
+  return s;
+}
+
 cx_status cx_cli_prune_channels(const cx_graph *g, const cx_cli_prune *p, const cx_train_opts *o,
                                 FILE *log, cx_graph **out, cx_prune_channel_stats *st) {
   *out = NULL;
-  if (p->c.importance != CX_IMPORTANCE_TAYLOR) return cx_prune_channels(g, &p->c, NULL, log, out, st);
-  if (!o || !o->train_path) return no_data();
   cx_channel_taylor *t = NULL;
-  CX_TRY(cx_cli_prune_taylor(g, o, p->taylor_batches, &t));
-  if (log)
-    fprintf(log, "prune: Taylor scores from %d batches of %s\n", p->taylor_batches,
-            o->train_path);
-  cx_status s = cx_prune_channels(g, &p->c, cx_channel_taylor_scores(t), log, out, st);
+  if (p->c.importance == CX_IMPORTANCE_TAYLOR) {
+    if (!o || !o->train_path) return no_data();
+    CX_TRY(cx_cli_prune_taylor(g, o, p->taylor_batches, &t));
+    if (log)
+      fprintf(log, "prune: Taylor scores from %d batches of %s\n", p->taylor_batches,
+              o->train_path);
+  }
+  const cx_prune_scores *scores = t ? cx_channel_taylor_scores(t) : NULL;
+  cx_prune_config c = p->c;
+  cx_cli_sensitivity sens = {0};
+  double *fraction = NULL;
+  cx_status s = p->allocate_sensitivity
+                    ? allocate(g, p, o, scores, log, &sens, &fraction, &c) : CX_OK;
+  if (s == CX_OK) s = cx_prune_channels(g, &c, scores, log, out, st);
+  cx_cli_sensitivity_free(&sens);
+  free(fraction);
   cx_channel_taylor_free(t);
   return s;
 }
