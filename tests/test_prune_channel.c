@@ -528,6 +528,77 @@ static void test_bn_l1(void) {
   cx_graph_free(g);
 }
 
+/* ---- sensitivity allocation ---- */
+
+/* resnet20's unfrozen groups with made-up sensitivities (group i loses (i % 4 + 1) * level
+ * points): the fractions are those of one tolerance t (each group the largest level whose drop
+ * is at most t), meet the MAC target, and the next smaller tolerance among the drops would not;
+ * the least sensitive groups give the most. */
+static void test_allocate(void) {
+  cx_graph *g = NULL;
+  CHECK(cx_model_build("resnet20", &g, NULL) == CX_OK, "%s", cx_last_error());
+  if (!g) return;
+  cx_channel_groups *cg = NULL;
+  cx_prune_config c = config(0.3);
+  CHECK(cx_channel_groups_build(g, NULL, &cg) == CX_OK && cx_channel_select(cg, &c, NULL) == CX_OK,
+        "%s", cx_last_error());
+  enum { L = 9 };
+  double levels[L], *score = malloc((size_t)cg->n_units * sizeof *score);
+  for (int k = 0; k < L; k++) levels[k] = 0.1 * (k + 1);
+  const char *names[64];
+  double drop[64 * L], f[64];
+  int n = 0;
+  for (int k = 0; k < cg->n_groups && n < 64; k++)
+    if (!cg->groups[k].frozen && cg->groups[k].producer >= 0) {
+      names[n] = g->nodes[cg->groups[k].producer].name;
+      for (int j = 0; j < L; j++) drop[n * L + j] = (n % 4 + 1) * levels[j] * 10;
+      n++;
+    }
+  CHECK(n > 5, "%d groups", n);
+  CHECK(cx_channel_importance(cg, CX_IMPORTANCE_L1, NULL, NULL, score) == CX_OK &&
+            cx_channel_allocate(cg, &c, score, n, names, L, levels, drop, f) == CX_OK,
+        "%s", cx_last_error());
+  bool *keep = malloc((size_t)cg->n_units * sizeof *keep);
+  cx_prune_config r = c;
+  r.ratio_nodes = names, r.ratios = f, r.n_ratios = n;
+  CHECK(cx_channel_choose(cg, &r, score, keep) == CX_OK, "%s", cx_last_error());
+  int64_t target = (int64_t)floor(0.7 * (double)cg->macs);
+  CHECK(cx_channel_macs(cg, keep) <= target, "MACs %lld above the target %lld",
+        (long long)cx_channel_macs(cg, keep), (long long)target);
+  /* one tolerance: the largest drop taken is t, and no group stopped below it */
+  double t = 0;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < L && levels[j] <= f[i] + 1e-12; j++)
+      if (drop[i * L + j] > t) t = drop[i * L + j];
+  bool one = true;
+  for (int i = 0; i < n; i++) {
+    int j = 0;
+    while (j < L && levels[j] <= f[i] + 1e-12) j++;
+    if (j < L && drop[i * L + j] <= t) one = false;
+  }
+  CHECK(one && t > 0, "the fractions are not those of one tolerance (t = %g)", t);
+  CHECK(f[0] > f[3], "the least sensitive group gave %g, the most sensitive %g", f[0], f[3]);
+  /* the next smaller tolerance misses the target */
+  double below = -1;
+  for (int j = 0; j < n * L; j++)
+    if (drop[j] < t && drop[j] > below) below = drop[j];
+  for (int i = 0; i < n; i++) {
+    f[i] = 0;
+    for (int j = 0; j < L && drop[i * L + j] <= below; j++) f[i] = levels[j];
+  }
+  CHECK(cx_channel_choose(cg, &r, score, keep) == CX_OK && cx_channel_macs(cg, keep) > target,
+        "a smaller tolerance (%g) meets the target too", below);
+  /* a target the largest levels cannot reach is an error */
+  c.sparsity = 0.97;
+  CHECK(cx_channel_allocate(cg, &c, score, n, names, L, levels, drop, f) != CX_OK &&
+            strstr(cx_last_error(), "sensitivity"),
+        "an unreachable target: %s", cx_last_error());
+  cx_error_clear();
+  free(keep), free(score);
+  cx_channel_groups_free(cg);
+  cx_graph_free(g);
+}
+
 /* ---- PyTorch-exported models ---- */
 
 static void torch_one(const char *dir, const char *name) {
@@ -617,6 +688,7 @@ int main(int argc, char **argv) {
     test_small();
     test_taylor();
     test_bn_l1();
+    test_allocate();
     test_options();
     test_zoo();
   }

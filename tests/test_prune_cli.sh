@@ -9,9 +9,11 @@
 #   - Taylor importance with --data: the scoring pass chooses the channels, the same ones on
 #     every run and others than L1's; [train] bn_l1 (network slimming) shrinks the BatchNorm
 #     scales while fine-tuning;
+#   - prune scan --method channel scans channel groups; allocate = "sensitivity" chooses per-layer
+#     fractions from such a scan that meet the MAC target;
 #   - bad requests (sparsity out of range, a glob that matches nothing, 2:4 on a layer with one
-#     input channel, nothing left to prune, Taylor without data, bn_l1 out of range) exit 1 with
-#     one line and write no file.
+#     input channel, nothing left to prune, Taylor without data, bn_l1 out of range, sensitivity
+#     allocation for magnitude pruning or without --val) exit 1 with one line and write no file.
 # usage: test_prune_cli.sh COMPRESS
 set -u
 compress=$(realpath "$1")
@@ -170,6 +172,29 @@ assert all(len(l["top1"]) == 9 for l in d["layers"]) and 0 < d["top1"] <= 100
 EOF
 $py -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$work/scan.svg" ||
   fail "scan: the SVG"
+run 0 scan-channel prune scan "$work/tuned.onnx" --data "$work/test.h5" --method channel \
+  --include 'layer3.2.*'
+expect_in scan-channel out "layer3.2.conv1"
+
+# allocate = "sensitivity": layer3's channel groups scanned on --val, per-layer fractions for the
+# MAC target; they differ between the layers
+run 0 allocate prune "$work/tuned.onnx" -o "$work/alloc.onnx" --method channel --sparsity 0.15 \
+  --allocate sensitivity --include 'layer3.*' --data "$work/train.h5" --val "$work/test.h5" \
+  --epochs 1 --batch 100 --lr 0.01 --quiet
+$py - "$work/alloc.onnx" "$work/allocate.out" <<'EOF' || fail "allocate: the target or the fractions"
+import re, sys, onnx
+onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)
+out = open(sys.argv[2]).read()
+fractions = dict(re.findall(r"prune: (\S+): (\d+)% of its channels \(sensitivity\)", out))
+assert len(fractions) >= 3 and len(set(fractions.values())) >= 2, fractions
+macs = [float(x) for x in re.findall(r"([0-9.]+)M MACs", out)]
+assert len(macs) == 2 and macs[1] <= 0.85 * macs[0], macs
+EOF
+bad allocate-magnitude "$r20" --allocate sensitivity
+expect_in allocate-magnitude err '"channel"'
+bad allocate-noval "$r20" --method channel --allocate sensitivity --data "$work/train.h5" \
+  --epochs 1
+expect_in allocate-noval err "--val"
 
 [[ $fails == 0 ]] && echo "all prune checks passed"
 exit $((fails > 0))
