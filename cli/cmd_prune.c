@@ -143,9 +143,12 @@ const cx_command cx_cmd_prune = {
         "Fine-tuning (a [data] and [train] table as in compress train, docs/training.md):\n"
         "    --data TRAIN.h5  --val VAL.h5  --epochs N  --lr LR  --batch B\n"
         "    --train KEY=VALUE   any other [train] key as TOML, e.g. --train 'optimizer=\"sgd\"'\n"
+        "                        (--train bn_l1=L: network slimming's L1 penalty on BatchNorm\n"
+        "                        gamma while fine-tuning, docs/training.md)\n"
         "    --threads T  --device cpu|auto  --quiet\n\n"
-        "scan: prunes each prunable layer alone at 10%, 20%, ... 90% (by --method, magnitude\n"
-        "or channel) and evaluates it on --data; prints the table (--json: as JSON) and with\n"
-        "--svg writes the chart of top-1 against sparsity, one line per layer.\n",
+        "scan: prunes each prunable layer alone at 10%, 20%, ... 90% (by --method: magnitude,\n"
+        "its weights; channel, that fraction of the channels of each unfrozen channel group)\n"
+        "and evaluates it on --data; prints the table (--json: as JSON) and with --svg writes\n"
+        "the chart of top-1 against sparsity, one line per layer.\n",
     .run = run,
 };

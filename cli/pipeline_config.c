@@ -194,7 +194,11 @@ cx_status cx_pipeline_read_prune(cx_pipeline *p, cx_pipeline_stage *s) {
                         "by [distill] or under [student.train]");
   CX_TRY(read_stage(p, s, student, t, cx_cli_prune_keys));
   s->table = t;
-  return cx_cli_prune_read(t, &p->prune);
+  CX_TRY(cx_cli_prune_read(t, &p->prune));
+  if (p->prune.allocate_sensitivity && !s->tc.val_path)
+    return cx_toml_fail(cx_toml_get(t, "allocate"), CX_ERR_FORMAT, "\"sensitivity\" evaluates "
+                        "every layer pruned alone on the validation data: add [data] val");
+  return CX_OK;
 }
 
 cx_status cx_pipeline_read_unimplemented(cx_pipeline *p, cx_pipeline_stage *s) {
