@@ -1,8 +1,8 @@
 /* The prune stage's record functions: the one place where the pipeline meets prune/. Channel
  * pruning rewrites the input model before it is fine-tuned (so a resumed run rebuilds the same
- * smaller graph; Taylor importance scores it first with a deterministic pass on the stage's
- * training data, cli/prune_channels.c); magnitude and N:M pruning keep their masks with a trainer extension. When the
- * pipeline has a teacher, the fine-tuning distils from it, reading the teacher cache. */
+ * smaller graph; Taylor importance's scoring pass and the sensitivity scan are deterministic,
+ * cli/prune_channels.c); magnitude and N:M pruning keep their masks with a trainer extension.
+ * When the pipeline has a teacher, the fine-tuning distils from it, reading the teacher cache. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

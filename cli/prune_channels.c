@@ -1,12 +1,13 @@
 /* Channel pruning as the command and the stage run it: Taylor importance's scoring pass and
  * allocate = "sensitivity"'s per-layer ratios before the channels are chosen.
  *
- * Taylor importance (docs/prune.md, "Importance"): a scoring pass before the channels are chosen. The model's training loss (softmax cross-entropy on the labels) is run
- * forward and backward on `batches` batches of the training data, without any update, and
- * prune/channel_taylor.c's extension adds |w * dL/dw| of every parameter as each gradient is
- * final. The images get the evaluation preprocessing (normalisation, no random augmentation) and
- * the loader is seeded by the run's seed, so the scores, and with them the pruned graph, are the
- * same on every run: a resumed stage rebuilds the same smaller graph. */
+ * Taylor importance (docs/prune.md, "Importance"): the model's training loss (softmax
+ * cross-entropy on the labels) runs forward and backward on `batches` batches of the training
+ * data, without any update, and prune/channel_taylor.c's extension adds |w * dL/dw| of every
+ * parameter as each gradient is final. The images get the evaluation preprocessing
+ * (normalisation, no random augmentation) and the loader is seeded by the run's seed, so the
+ * scores, and with them the pruned graph, are the same on every run: a resumed stage rebuilds the
+ * same smaller graph. */
 #include <stdlib.h>
 #include <string.h>
 
