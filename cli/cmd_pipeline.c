@@ -135,6 +135,9 @@ static cx_status train_stage(runner *r, cx_pipeline_stage *s, cx_graph **g,
   cx_stage_run sr = stage_run(r, s, input);
   cx_train_ext sinks = cx_cli_sinks_extension(&r->sinks);
   cx_status st = cx_stage_run_add(&sr, &sinks);
+  cx_prune_bn_l1 bn = {.lambda = s->tc.bn_l1}; /* the training table's bn_l1 (network slimming) */
+  cx_train_ext slim = cx_prune_bn_l1_extension(&bn);
+  if (st == CX_OK && bn.lambda > 0) st = cx_stage_run_add(&sr, &slim);
   if (st == CX_OK && s->def->begin) st = s->def->begin(&sr);
   if (st == CX_OK) st = cx_train(*g, o, res);
   if (st == CX_OK && !res->stopped && s->def->trained_model) st = s->def->trained_model(&sr, g);
@@ -435,7 +438,7 @@ static int run(int argc, char **argv) {
 
 const cx_command cx_cmd_pipeline = {
     .name = "pipeline",
-    .summary = "Run a compression pipeline file: teacher, student, distillation, export",
+    .summary = "Run a compression pipeline file: teacher, student, distillation, pruning, INT8",
     .usage =
         "usage: compress pipeline FILE.toml [--out DIR] [--only STAGE | --from STAGE]\n"
         "                                  [--device DEV]\n"
@@ -447,7 +450,12 @@ const cx_command cx_cmd_pipeline = {
         "              writes student_scratch.onnx\n"
         "    distill   [distill]: the student distilled from the teacher; writes\n"
         "              student.onnx\n"
-        "    prune, quantize  [prune], [quantize]: not implemented yet (refused)\n"
+        "    prune     [prune]: the student pruned (magnitude, N:M or channel pruning,\n"
+        "              docs/prune.md) and fine-tuned, under distillation when there is\n"
+        "              a teacher; writes student_pruned.onnx\n"
+        "    quantize  [quantize]: the student quantized to INT8, calibrated (PTQ) or\n"
+        "              fine-tuned with fake quantization (QAT, docs/quantize.md);\n"
+        "              writes student_int8.onnx (QDQ)\n"
         "into the output folder ([run] out_dir, or --out), with checkpoints/<stage>/,\n"
         "metrics.jsonl (each line with its \"stage\"), tensorboard/ and stages/ (the\n"
         "manifest), and then report.md, report.html and report.json: every complete stage's\n"

@@ -30,27 +30,32 @@ static cx_status export_model(const cx_graph *g, const cx_onnx_info *info, const
   return cx_onnx_export(g, path, &eo);
 }
 
-/* One shot: the masks or the channel rewrite from the weights alone. */
-static cx_status prune_once(const cx_prune_config *c, const char *model, cx_graph **g) {
-  if (c->method != CX_PRUNE_CHANNEL) return cx_prune_mask_graph(*g, c, model);
+/* One shot: the masks or the channel rewrite from the weights alone (Taylor importance: from the
+ * gradients of a scoring pass on o's training data; o is NULL without --data). */
+static cx_status prune_once(const cx_cli_prune *p, const char *model, const cx_train_opts *o,
+                            cx_graph **g) {
+  if (p->c.method != CX_PRUNE_CHANNEL) return cx_prune_mask_graph(*g, &p->c, model);
   cx_graph *out = NULL;
   cx_prune_channel_stats st;
-  CX_TRY(cx_prune_channels(*g, c, NULL, stdout, &out, &st));
+  CX_TRY(cx_cli_prune_channels(*g, p, o, stdout, &out, &st));
   cx_graph_free(*g);
   *g = out;
   return CX_OK;
 }
 
 /* Fine-tuning: channels are removed first, masks are kept while training. */
-static cx_status fine_tune(const cx_prune_args *a, cx_train_config *tc, const cx_prune_config *c,
+static cx_status fine_tune(const cx_prune_args *a, cx_train_config *tc, const cx_cli_prune *p,
                            cx_graph **g) {
-  if (c->method == CX_PRUNE_CHANNEL) CX_TRY(prune_once(c, a->model, g));
+  const cx_prune_config *c = &p->c;
+  if (c->method == CX_PRUNE_CHANNEL) CX_TRY(prune_once(p, a->model, &tc->opts, g));
   char *old = NULL;
   cx_cli_rename_input(*g, &old);
   cx_status st = cx_train_config_check(tc, *g);
   cx_prune_masker *m = NULL;
+  cx_prune_bn_l1 bn = {.lambda = tc->bn_l1};
   cx_train_ext ext[2];
   int n = 0;
+  if (bn.lambda > 0) ext[n++] = cx_prune_bn_l1_extension(&bn);
   if (st == CX_OK && c->method != CX_PRUNE_CHANNEL && (st = cx_prune_mask_open(*g, a->model, c, a->quiet ? NULL : stdout, &m)) == CX_OK)
     ext[n++] = cx_prune_mask_extension(m);
   tc->opts.extensions = ext, tc->opts.n_extensions = n;
@@ -86,10 +91,7 @@ static cx_status prune_model(cx_prune_args *a) {
   cx_graph_cost before = {0};
   cx_status st = cx_prune_args_read(a, &info, &pc, &tc);
   if (st == CX_OK) st = cx_graph_measure_cost(g, &before);
-  if (st == CX_OK && pc.c.importance == CX_IMPORTANCE_TAYLOR)
-    st = cx_fail(CX_ERR_UNSUPPORTED, "--importance taylor: the Taylor scores are not gathered "
-                 "by compress prune yet; use l1, l2 or bn");
-  if (st == CX_OK) st = a->data ? fine_tune(a, &tc, &pc.c, &g) : prune_once(&pc.c, a->model, &g);
+  if (st == CX_OK) st = a->data ? fine_tune(a, &tc, &pc, &g) : prune_once(&pc, a->model, NULL, &g);
   if (st == CX_OK) st = a->data ? cx_cli_export_trained(&tc, g, a->out, &(cx_cli_export){0})
                                 : export_model(g, &info, a->out);
   if (st == CX_OK) print_cost(a->model, &before);
@@ -124,8 +126,14 @@ const cx_command cx_cmd_prune = {
         "    --sparsity S        magnitude: the fraction of prunable weights zeroed; channel: the\n"
         "                        fraction of the model's MACs removed; in [0, 1) (default 0.5)\n"
         "    --scope global|layer  one threshold over all layers (default) or each layer alike\n"
-        "    --importance I      channel: l1 (default), l2, bn (BatchNorm gamma)\n"
+        "    --importance I      channel: l1 (default), l2 (filter norms), bn (BatchNorm gamma),\n"
+        "                        taylor (|w dL/dw| from a scoring pass on --data, before the\n"
+        "                        channels are chosen; needs --data)\n"
+        "    --taylor-batches N  taylor: batches of the scoring pass (default 32)\n"
         "    --round-to K        channel: kept channel counts a multiple of K\n"
+        "    --allocate A        channel: importance (default: --scope decides) or sensitivity\n"
+        "                        (per-layer fractions from a scan of each layer on --val, the\n"
+        "                        layers that lose less giving more; needs --data and --val)\n"
         "    --include GLOB      only nodes whose name matches (repeatable; compress inspect names\n"
         "                        them); default: every Conv, Gemm and MatMul but the first conv\n"
         "                        and the classifier\n"
@@ -135,9 +143,12 @@ const cx_command cx_cmd_prune = {
         "Fine-tuning (a [data] and [train] table as in compress train, docs/training.md):\n"
         "    --data TRAIN.h5  --val VAL.h5  --epochs N  --lr LR  --batch B\n"
         "    --train KEY=VALUE   any other [train] key as TOML, e.g. --train 'optimizer=\"sgd\"'\n"
+        "                        (--train bn_l1=L: network slimming's L1 penalty on BatchNorm\n"
+        "                        gamma while fine-tuning, docs/training.md)\n"
         "    --threads T  --device cpu|auto  --quiet\n\n"
-        "scan: prunes each prunable layer alone at 10%, 20%, ... 90% (by --method, magnitude\n"
-        "or channel) and evaluates it on --data; prints the table (--json: as JSON) and with\n"
-        "--svg writes the chart of top-1 against sparsity, one line per layer.\n",
+        "scan: prunes each prunable layer alone at 10%, 20%, ... 90% (by --method: magnitude,\n"
+        "its weights; channel, that fraction of the channels of each unfrozen channel group)\n"
+        "and evaluates it on --data; prints the table (--json: as JSON) and with --svg writes\n"
+        "the chart of top-1 against sparsity, one line per layer.\n",
     .run = run,
 };

@@ -12,6 +12,7 @@
 #include "../export/onnx_export.h"
 #include "../import/onnx.h"
 #include "../models/zoo.h"
+#include "../prune/channel.h"
 #include "../train/checkpoint.h"
 #include "../train/metrics.h"
 #include "../train/tensorboard.h"
@@ -212,9 +213,10 @@ static cx_status train(job *j) {
   o->interrupt = &interrupted;
   o->log = j->a.json ? stderr : stdout;
   o->progress_bar = !j->a.json && isatty(fileno(stdout));
-  cx_train_ext sinks = cx_cli_sinks_extension(&j->k);
-  o->extensions = &sinks;
-  o->n_extensions = 1;
+  cx_prune_bn_l1 bn = {.lambda = j->c.bn_l1};
+  cx_train_ext ext[2] = {cx_cli_sinks_extension(&j->k), cx_prune_bn_l1_extension(&bn)};
+  o->extensions = ext;
+  o->n_extensions = bn.lambda > 0 ? 2 : 1; /* [train] bn_l1: network slimming's penalty */
   char trace[PATH_MAX_], json[PATH_MAX_];
   if (j->a.profile_steps > 0) {
     snprintf(trace, sizeof trace, "%s/profile_trace.json", j->out);

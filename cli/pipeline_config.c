@@ -195,10 +195,9 @@ cx_status cx_pipeline_read_prune(cx_pipeline *p, cx_pipeline_stage *s) {
   CX_TRY(read_stage(p, s, student, t, cx_cli_prune_keys));
   s->table = t;
   CX_TRY(cx_cli_prune_read(t, &p->prune));
-  if (p->prune.c.method == CX_PRUNE_CHANNEL && p->prune.c.importance == CX_IMPORTANCE_TAYLOR)
-    return cx_toml_fail(cx_toml_get(t, "importance"), CX_ERR_UNSUPPORTED, "Taylor importance "
-                        "needs gradients before the channels are chosen, which the pipeline's "
-                        "one-shot channel pruning does not gather: use \"l1\", \"l2\" or \"bn\"");
+  if (p->prune.allocate_sensitivity && !s->tc.val_path)
+    return cx_toml_fail(cx_toml_get(t, "allocate"), CX_ERR_FORMAT, "\"sensitivity\" evaluates "
+                        "every layer pruned alone on the validation data: add [data] val");
   return CX_OK;
 }
 

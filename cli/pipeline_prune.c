@@ -1,7 +1,8 @@
 /* The prune stage's record functions: the one place where the pipeline meets prune/. Channel
  * pruning rewrites the input model before it is fine-tuned (so a resumed run rebuilds the same
- * smaller graph); magnitude and N:M pruning keep their masks with a trainer extension. When the
- * pipeline has a teacher, the fine-tuning distils from it, reading the teacher cache. */
+ * smaller graph; Taylor importance's scoring pass and the sensitivity scan are deterministic,
+ * cli/prune_channels.c); magnitude and N:M pruning keep their masks with a trainer extension.
+ * When the pipeline has a teacher, the fine-tuning distils from it, reading the teacher cache. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,9 +38,13 @@ cx_status cx_pipeline_prune_check(const cx_pipeline *p, const cx_pipeline_stage 
   const cx_prune_config *c = &p->prune.c;
   cx_status st;
   if (c->method == CX_PRUNE_CHANNEL) {
+    /* which channels go depends on the importance, whether the target is reachable does not:
+     * Taylor's scores need the training run, so the dry run ranks by L1 */
+    cx_prune_config dry = *c;
+    if (dry.importance == CX_IMPORTANCE_TAYLOR) dry.importance = CX_IMPORTANCE_L1;
     cx_graph *out = NULL;
     cx_prune_channel_stats cs;
-    st = cx_prune_channels(model, c, NULL, NULL, &out, &cs);
+    st = cx_prune_channels(model, &dry, NULL, NULL, &out, &cs);
     cx_graph_free(out);
   } else {
     cx_graph *g = cx_graph_clone(model);
@@ -59,7 +64,8 @@ cx_status cx_pipeline_prune_model(cx_stage_run *r, cx_graph **g, char **old_inpu
     return *g ? CX_OK : cx_fail(CX_ERR_NOMEM, "out of memory");
   }
   cx_prune_channel_stats cs;
-  CX_TRY(cx_prune_channels(r->input, c, NULL, r->opts->quiet ? NULL : stdout, g, &cs));
+  CX_TRY(cx_cli_prune_channels(r->input, &r->p->prune, r->opts, r->opts->quiet ? NULL : stdout,
+                               g, &cs));
   printf("prune: %lld of %lld channels removed, MACs %.2fM -> %.2fM (%.1f%%)\n",
          (long long)(cs.channels_before - cs.channels_after), (long long)cs.channels_before,
          cs.macs_before / 1e6,

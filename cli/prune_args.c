@@ -9,6 +9,8 @@ static const cx_stage_flag prune_flags[] = {
     {"--round-to", "round_to", false, NULL}, {"--start", "start", false, NULL},
     {"--end", "end", false, NULL},           {"--every", "every", false, NULL},
     {"--initial-sparsity", "initial_sparsity", false, NULL},
+    {"--taylor-batches", "taylor_batches", false, NULL},
+    {"--allocate", "allocate", true, NULL},
     {NULL, NULL, false, NULL}};
 static const cx_stage_flag prune_lists[] = {{"--include", "include", true, NULL},
                                             {"--exclude", "exclude", true, NULL},

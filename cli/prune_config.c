@@ -7,7 +7,7 @@
 
 const char *const cx_cli_prune_keys[] = {
     "method", "sparsity", "scope", "importance", "initial_sparsity", "start", "end", "every",
-    "include", "exclude", "round_to", NULL};
+    "include", "exclude", "round_to", "taylor_batches", "allocate", NULL};
 
 static cx_status one_of(const cx_toml *t, const char *key, const char *const *names,
                         int fallback, int *out) {
@@ -88,6 +88,18 @@ static cx_status read_numbers(const cx_toml *t, cx_prune_config *c) {
   return CX_OK;
 }
 
+/* The scoring pass's length: only for Taylor importance, which alone reads gradients. */
+static cx_status read_taylor(const cx_toml *t, cx_cli_prune *p) {
+  int64_t v;
+  const cx_toml *n = cx_toml_get(t, "taylor_batches");
+  if (n && p->c.importance != CX_IMPORTANCE_TAYLOR)
+    return cx_toml_fail(n, CX_ERR_FORMAT, "is for importance = \"taylor\" only");
+  CX_TRY(cx_toml_int(t, "taylor_batches", 32, &v));
+  CX_TRY(range(t, "taylor_batches", (double)v, 1, 1e6, false));
+  p->taylor_batches = (int)v;
+  return CX_OK;
+}
+
 cx_status cx_cli_prune_read(const cx_toml *t, cx_cli_prune *p) {
   static const char *const scopes[] = {"global", "layer", NULL};
   static const char *const importances[] = {"l1", "l2", "bn", "taylor", NULL};
@@ -102,6 +114,14 @@ cx_status cx_cli_prune_read(const cx_toml *t, cx_cli_prune *p) {
   c->scope = (cx_prune_scope)scope;
   c->importance = (cx_prune_importance)importance;
   CX_TRY(read_numbers(t, c));
+  CX_TRY(read_taylor(t, p));
+  static const char *const allocations[] = {"importance", "sensitivity", NULL};
+  int allocate;
+  CX_TRY(one_of(t, "allocate", allocations, 0, &allocate));
+  p->allocate_sensitivity = allocate == 1;
+  if (p->allocate_sensitivity && c->method != CX_PRUNE_CHANNEL)
+    return cx_toml_fail(cx_toml_get(t, "allocate"), CX_ERR_FORMAT, "\"sensitivity\" allocates "
+                        "channels: it is for method = \"channel\"");
   size_t n = cx_toml_len(cx_toml_get(t, "include")) + cx_toml_len(cx_toml_get(t, "exclude"));
   if (!(p->globs = calloc(n + 1, sizeof *p->globs))) return cx_fail(CX_ERR_NOMEM, "out of memory");
   cx_status s = read_globs(t, "include", p->globs, &c->n_include);

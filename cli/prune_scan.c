@@ -5,16 +5,15 @@
 #include <string.h>
 
 #include "../core/file_replace.h"
-#include "../prune/channel.h"
-#include "../prune/mask.h"
 #include "../train/trainer.h"
 #include "commands.h"
 #include "device.h"
 #include "onnx_common.h"
 #include "prune_args.h"
+#include "prune_config.h"
 #include "report.h"
 
-enum { STEPS = 9 }; /* 10% ... 90% */
+enum { STEPS = CX_CLI_SENSITIVITY_STEPS }; /* 10% ... 90% */
 
 typedef struct scan {
   cx_prune_args *a;
@@ -22,54 +21,31 @@ typedef struct scan {
   cx_augment pre;
   const cx_backend *backend;
   cx_prune_config c;
-  cx_prune_targets targets;
-  double base;     /* top-1 of the model as given */
-  double *top1;    /* [targets][STEPS] */
+  cx_cli_sensitivity r;
 } scan;
-
-/* The model with only `name` pruned at sparsity s, evaluated. */
-static cx_status one(scan *sc, const char *name, double s, double *top1) {
-  cx_prune_config c = sc->c;
-  c.include = &name, c.n_include = 1, c.n_exclude = 0;
-  c.scope = CX_PRUNE_LAYER, c.sparsity = s;
-  cx_graph *g = NULL;
-  cx_status st;
-  if (c.method == CX_PRUNE_CHANNEL) {
-    cx_prune_channel_stats cs;
-    st = cx_prune_channels(sc->model, &c, NULL, NULL, &g, &cs);
-  } else {
-    g = cx_graph_clone(sc->model);
-    st = g ? cx_prune_mask_graph(g, &c, sc->a->model) : cx_fail(CX_ERR_NOMEM, "out of memory");
-  }
-  cx_eval_result r = {0};
-  if (st == CX_OK) st = cx_evaluate(g, sc->backend, sc->a->val, NULL, &sc->pre, 256, &r);
-  *top1 = r.top1;
-  cx_graph_free(g);
-  return st;
-}
 
 static void print_table(const scan *sc) {
   if (sc->a->json) {
     printf("{\"model\":");
     cx_json_string(stdout, sc->a->model);
     printf(",\"top1\":%.4f,\"sparsity\":[0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9],\"layers\":[",
-           sc->base);
-    for (int i = 0; i < sc->targets.n; i++) {
+           sc->r.base);
+    for (int i = 0; i < sc->r.n; i++) {
       printf("%s{\"name\":", i ? "," : "");
-      cx_json_string(stdout, sc->targets.t[i].node_name);
+      cx_json_string(stdout, sc->r.names[i]);
       printf(",\"top1\":[");
-      for (int k = 0; k < STEPS; k++) printf("%s%.4f", k ? "," : "", sc->top1[i * STEPS + k]);
+      for (int k = 0; k < STEPS; k++) printf("%s%.4f", k ? "," : "", sc->r.top1[i * STEPS + k]);
       printf("]}");
     }
     printf("]}\n");
     return;
   }
-  printf("top-1 %% with one layer pruned (unpruned: %.2f%%)\n%-40s", sc->base, "layer");
+  printf("top-1 %% with one layer pruned (unpruned: %.2f%%)\n%-40s", sc->r.base, "layer");
   for (int k = 0; k < STEPS; k++) printf(" %6d%%", (k + 1) * 10);
   printf("\n");
-  for (int i = 0; i < sc->targets.n; i++) {
-    printf("%-40s", sc->targets.t[i].node_name);
-    for (int k = 0; k < STEPS; k++) printf(" %7.2f", sc->top1[i * STEPS + k]);
+  for (int i = 0; i < sc->r.n; i++) {
+    printf("%-40s", sc->r.names[i]);
+    for (int k = 0; k < STEPS; k++) printf(" %7.2f", sc->r.top1[i * STEPS + k]);
     printf("\n");
   }
 }
@@ -77,13 +53,13 @@ static void print_table(const scan *sc) {
 static cx_status write_svg(const scan *sc) {
   double x[STEPS];
   for (int k = 0; k < STEPS; k++) x[k] = 0.1 * (k + 1);
-  cx_report_series *series = calloc((size_t)sc->targets.n, sizeof *series);
+  cx_report_series *series = calloc((size_t)sc->r.n, sizeof *series);
   if (!series) return cx_fail(CX_ERR_NOMEM, "out of memory");
-  for (int i = 0; i < sc->targets.n; i++)
-    series[i] = (cx_report_series){sc->targets.t[i].node_name, STEPS, x, sc->top1 + i * STEPS};
+  for (int i = 0; i < sc->r.n; i++)
+    series[i] = (cx_report_series){sc->r.names[i], STEPS, x, sc->r.top1 + i * STEPS};
   cx_svg_chart chart = {.title = "Sensitivity: top-1 with one layer pruned",
                         .x_label = "sparsity of the layer", .y_label = "top-1 (%)",
-                        .width = 720, .height = 420, .n_series = sc->targets.n,
+                        .width = 720, .height = 420, .n_series = sc->r.n,
                         .series = series};
   cx_file_out out;
   cx_status st = cx_file_out_open(sc->a->svg, &out);
@@ -124,15 +100,9 @@ static cx_status run_scan(scan *sc) {
   if (st == CX_OK) st = preprocessing(&info, &sc->pre);
   if (st == CX_OK && (st = cx_cli_backend(sc->a->device ? sc->a->device : "cpu", &sc->backend)))
     cx_error_prefix("--device");
-  if (st == CX_OK) st = cx_prune_select(sc->model, &sc->c, sc->a->model, &sc->targets);
-  if (st == CX_OK && !(sc->top1 = calloc((size_t)sc->targets.n * STEPS, sizeof *sc->top1)))
-    st = cx_fail(CX_ERR_NOMEM, "out of memory");
-  cx_eval_result r = {0};
-  if (st == CX_OK) st = cx_evaluate(sc->model, sc->backend, sc->a->val, NULL, &sc->pre, 256, &r);
-  sc->base = r.top1;
-  for (int i = 0; st == CX_OK && i < sc->targets.n; i++)
-    for (int k = 0; st == CX_OK && k < STEPS; k++)
-      st = one(sc, sc->targets.t[i].node_name, 0.1 * (k + 1), &sc->top1[i * STEPS + k]);
+  cx_cli_eval_data ev = {sc->a->val, NULL, &sc->pre, sc->backend};
+  if (st == CX_OK) st = cx_cli_sensitivity_scan(sc->model, &sc->c, NULL, sc->a->model, &ev, NULL,
+                                                &sc->r);
   if (st == CX_OK) print_table(sc);
   if (st == CX_OK && sc->a->svg) st = write_svg(sc);
   cx_prune_args_free(sc->a, &pc, &tc);
@@ -146,8 +116,7 @@ int cx_prune_scan_run(int argc, char **argv) {
   a.val = a.data;
   scan sc = {.a = &a};
   cx_status st = run_scan(&sc);
-  cx_prune_targets_free(&sc.targets);
-  free(sc.top1);
+  cx_cli_sensitivity_free(&sc.r);
   cx_graph_free(sc.model);
   return st == CX_OK ? 0 : cx_cli_fail(&cx_cmd_prune);
 }

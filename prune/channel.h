@@ -91,6 +91,19 @@ cx_train_ext cx_channel_taylor_ext(cx_channel_taylor *t);
 const cx_prune_scores *cx_channel_taylor_scores(const cx_channel_taylor *t);
 void cx_channel_taylor_free(cx_channel_taylor *t);
 
+/* Network slimming's sparsity penalty (Liu et al. 2017; bn_l1.c): a trainer extension whose
+ * wrap_graph adds lambda * sum |gamma| over every BatchNormalization's trained scale to the
+ * training loss (the value "loss", output 0), so gamma's gradient gains exactly
+ * lambda * sign(gamma) and the scales of unneeded channels shrink towards zero before "bn"
+ * importance ranks them. The logged training loss includes the penalty. A model without such a
+ * BatchNorm is an error. b is the caller's and must outlive the run; scales is set to the number
+ * of scales penalised. */
+typedef struct cx_prune_bn_l1 {
+  float lambda;
+  int scales;
+} cx_prune_bn_l1;
+cx_train_ext cx_prune_bn_l1_extension(cx_prune_bn_l1 *b);
+
 /* Importance of every unit (channel_importance.c), score[n_units]: L1 or L2 norms of the
  * producing filters summed over every producer of the unit, BN |gamma| summed over its
  * BatchNorms (a group without one is ranked by L1, with a line in the log), or Taylor summed
@@ -107,9 +120,23 @@ int64_t cx_channel_macs(const cx_channel_groups *cg, const bool *keep);
  * (channel_choose.c): global scope ranks all units by score normalised by their group's mean
  * score and removes the lowest first; layer scope removes the same fraction of every group.
  * At least max(1, round_to) units of each pruned group stay, and a pruned group keeps a multiple
- * of round_to. Fails naming the reachable sparsity when the target cannot be met. */
+ * of round_to. Fails naming the reachable sparsity when the target cannot be met. With
+ * c->n_ratios > 0 the fractions are the ratios' instead, per named group, and the MAC target is
+ * not used (an unknown or frozen producer name is an error). */
 cx_status cx_channel_choose(const cx_channel_groups *cg, const cx_prune_config *c,
                             const double *score, bool *keep);
+
+/* Sensitivity allocation (channel_allocate.c): per-group fractions for c's MAC target from
+ * measured sensitivity. Group i, named by its producer names[i], loses top-1 drop[i * n_levels
+ * + k] when pruned alone to fraction levels[k] (increasing). For a tolerance t each group takes
+ * the largest level whose drop, and every smaller level's, is at most t (0 when none is); the
+ * smallest t among the drops whose choice (cx_channel_choose with those ratios) meets the target
+ * is taken, so layers that lose less give more. fraction[n] out. Fails, naming how far the
+ * largest levels go, when even t = the largest drop misses the target. */
+cx_status cx_channel_allocate(const cx_channel_groups *cg, const cx_prune_config *c,
+                              const double *score, int n, const char *const *names,
+                              int n_levels, const double *levels, const double *drop,
+                              double *fraction);
 
 /* The rewritten graph (channel_rewrite.c): a clone with every edit applied for keep[]; it is
  * validated and its shapes inferred before it is returned. */

@@ -195,22 +195,46 @@ static cx_status choose_global(chooser *ch, int64_t target, bool *keep) {
                  100.0 * (double)macs / (double)cg->macs, (long long)cg->macs);
 }
 
+/* Group k's `f` least important units removed (its kept count rounded up to round_to, at least
+ * one and round_to); a frozen group keeps them all. */
+static void group_keep(chooser *ch, int k, double f, bool *keep) {
+  const cx_channel_group *gr = &ch->cg->groups[k];
+  if (gr->frozen) return;
+  int r = ch->round, min = r < gr->n ? r : gr->n;
+  int left = gr->n - (int)floor(f * gr->n);
+  left = (left + r - 1) / r * r;
+  if (left > gr->n) left = gr->n;
+  if (left < min) left = min;
+  if (left < 1) left = 1;
+  for (int j = 0; j < gr->n - left; j++) keep[ch->order[gr->first + j]] = false;
+}
+
 /* Layer: every pruned group keeps the same fraction (rounded), its least important units
  * removed; the fraction is the smallest (bisection) that meets the target. */
 static void layer_keep(chooser *ch, double f, bool *keep) {
   const cx_channel_groups *cg = ch->cg;
   for (int u = 0; u < cg->n_units; u++) keep[u] = true;
-  for (int k = 0; k < cg->n_groups; k++) {
-    const cx_channel_group *gr = &cg->groups[k];
-    if (gr->frozen) continue;
-    int r = ch->round, min = r < gr->n ? r : gr->n;
-    int left = gr->n - (int)floor(f * gr->n);
-    left = (left + r - 1) / r * r;
-    if (left > gr->n) left = gr->n;
-    if (left < min) left = min;
-    if (left < 1) left = 1;
-    for (int j = 0; j < gr->n - left; j++) keep[ch->order[gr->first + j]] = false;
+  for (int k = 0; k < cg->n_groups; k++) group_keep(ch, k, f, keep);
+}
+
+/* Fixed fractions (c->ratios) for the groups their producers name. */
+static cx_status choose_ratios(chooser *ch, const cx_prune_config *c, bool *keep) {
+  const cx_channel_groups *cg = ch->cg;
+  for (int u = 0; u < cg->n_units; u++) keep[u] = true;
+  for (int i = 0; i < c->n_ratios; i++) {
+    int found = -1;
+    for (int k = 0; k < cg->n_groups && found < 0; k++) {
+      int p = cg->groups[k].producer;
+      if (!cg->groups[k].frozen && p >= 0 && !strcmp(cg->g->nodes[p].name, c->ratio_nodes[i]))
+        found = k;
+    }
+    if (found < 0)
+      return cx_fail(CX_ERR_ARG, "prune: no prunable channel group is written by node '%s' "
+                     "(a per-layer ratio names the producer of an unfrozen group)",
+                     c->ratio_nodes[i]);
+    group_keep(ch, found, c->ratios[i], keep);
   }
+  return CX_OK;
 }
 
 static cx_status choose_layer(chooser *ch, int64_t target, bool *keep) {
@@ -245,8 +269,9 @@ cx_status cx_channel_choose(const cx_channel_groups *cg, const cx_prune_config *
   chooser ch;
   cx_status s = chooser_init(&ch, cg, c, score);
   if (s == CX_OK)
-    s = c->scope == CX_PRUNE_LAYER ? choose_layer(&ch, target, keep)
-                                   : choose_global(&ch, target, keep);
+    s = c->n_ratios > 0             ? choose_ratios(&ch, c, keep)
+        : c->scope == CX_PRUNE_LAYER ? choose_layer(&ch, target, keep)
+                                     : choose_global(&ch, target, keep);
   chooser_free(&ch);
   return s;
 }

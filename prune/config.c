@@ -52,6 +52,18 @@ static cx_status check_method(const cx_prune_config *c) {
   return CX_OK;
 }
 
+static cx_status check_ratios(const cx_prune_config *c) {
+  if (c->n_ratios < 0 || (c->n_ratios > 0 && (!c->ratio_nodes || !c->ratios)))
+    return cx_fail(CX_ERR_ARG, "prune: %d channel ratios and no list of them", c->n_ratios);
+  if (c->n_ratios > 0 && c->method != CX_PRUNE_CHANNEL)
+    return cx_fail(CX_ERR_ARG, "prune: per-layer channel ratios are for method \"channel\"");
+  for (int i = 0; i < c->n_ratios; i++)
+    if (!c->ratio_nodes[i] || !(c->ratios[i] >= 0 && c->ratios[i] < 1))
+      return cx_fail(CX_ERR_ARG, "prune: the channel ratio of '%s' is %g; expected [0, 1)",
+                     c->ratio_nodes[i] ? c->ratio_nodes[i] : "?", c->ratios[i]);
+  return CX_OK;
+}
+
 cx_status cx_prune_config_check(const cx_prune_config *c) {
   if (!(c->sparsity >= 0 && c->sparsity < 1))
     return cx_fail(CX_ERR_ARG, "prune: sparsity %g must be in [0, 1)%s", c->sparsity,
@@ -61,5 +73,6 @@ cx_status cx_prune_config_check(const cx_prune_config *c) {
   CX_TRY(check_schedule(c));
   if (c->round_to < 0) return cx_fail(CX_ERR_ARG, "prune: round_to %d < 0", c->round_to);
   CX_TRY(check_globs("include", c->include, c->n_include));
-  return check_globs("exclude", c->exclude, c->n_exclude);
+  CX_TRY(check_globs("exclude", c->exclude, c->n_exclude));
+  return check_ratios(c);
 }

@@ -50,6 +50,13 @@ typedef struct cx_prune_config {
   const char *const *exclude;
   int n_exclude;
   int round_to; /* channel: kept channel counts rounded up to a multiple of it; 0 or 1: any */
+  /* channel: fixed fractions instead of the MAC target (n_ratios > 0): the channel group whose
+   * producer (the Conv/Gemm/MatMul that names it in logs and in `compress prune scan --method
+   * channel`) is node ratio_nodes[i] loses floor(ratios[i] * n) of its n channels, the least
+   * important (kept counts rounded as under `layer` scope); groups not named keep theirs. */
+  const char *const *ratio_nodes;
+  const double *ratios;
+  int n_ratios;
 } cx_prune_config;
 
 /* Defaults: magnitude, sparsity 0.5, global, L1, 2:4, one-shot at step 0. */

@@ -436,6 +436,169 @@ static void test_taylor(void) {
   cx_graph_free(g);
 }
 
+/* ---- network slimming's penalty ---- */
+
+/* The training loss and every parameter's gradient after one forward and backward pass, by the
+ * parameter's value id in g (grads[v]); ext, if not NULL, wraps the training graph first. */
+static float train_pass(const cx_graph *g, const cx_train_ext *ext, float **grads) {
+  cx_graph *tg = NULL;
+  CHECK(cx_train_graph(g, 0, 0, &tg) == CX_OK, "%s", cx_last_error());
+  if (ext) CHECK(ext->wrap_graph(ext->self, tg) == CX_OK, "%s", cx_last_error());
+  cx_program *p = NULL;
+  cx_compile_opts co = {
+      .batch = BATCH, .training = true, .loss = "loss", .backend = cx_backend_cpu()};
+  CHECK(cx_program_compile(tg, &co, &p) == CX_OK, "%s", cx_last_error());
+  int64_t n;
+  float *x = input_of(g, &n), loss = NAN;
+  int64_t labels[BATCH] = {1, 3};
+  CHECK(cx_program_write(p, cx_program_tensor(p, "input"), x) == CX_OK &&
+            cx_program_write(p, cx_program_tensor(p, "labels"), labels) == CX_OK &&
+            cx_program_forward(p) == CX_OK && cx_program_backward(p) == CX_OK &&
+            cx_program_read(p, cx_program_tensor(p, "loss"), &loss) == CX_OK,
+        "%s", cx_last_error());
+  for (int i = 0; i < cx_program_param_count(p); i++) {
+    const cx_tensor *gr = cx_program_param_grad(p, i);
+    int v = cx_graph_find_value(g, cx_program_param_name(p, i));
+    CHECK(v >= 0 && !grads[v], "parameter '%s'", cx_program_param_name(p, i));
+    if (v < 0 || grads[v]) continue;
+    grads[v] = malloc((size_t)cx_tensor_numel(gr) * sizeof(float));
+    CHECK(cx_program_read(p, gr, grads[v]) == CX_OK, "%s", cx_last_error());
+  }
+  free(x);
+  cx_program_free(p);
+  cx_graph_free(tg);
+  return loss;
+}
+
+/* With bn_l1 = lambda, every BatchNorm scale's gradient gains exactly lambda * sign(gamma) (0 at
+ * gamma = 0), every other gradient is unchanged, and the loss gains lambda * sum |gamma|. The
+ * scales are set to positive, negative and zero values so that each case of the sign is seen. */
+static void test_bn_l1(void) {
+  cx_graph *g = NULL;
+  CHECK(cx_model_build("resnet20:classes=10,input=3x8x8", &g, NULL) == CX_OK, "%s",
+        cx_last_error());
+  if (!g) return;
+  CHECK(g->n_values < 4096, "%d values", g->n_values);
+  double abs_sum = 0;
+  int scales = 0;
+  bool is_scale[4096] = {false};
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (strcmp(g->nodes[i].op->name, "BatchNormalization")) continue;
+    cx_value *v = &g->values[g->nodes[i].in[1]];
+    float *gam = v->init;
+    for (int64_t j = 0; j < cx_shape_numel(&v->shape); j++) {
+      gam[j] = j % 3 == 0 ? 0.5f + 0.01f * (float)j : j % 3 == 1 ? -0.3f : 0.0f;
+      abs_sum += fabs(gam[j]);
+    }
+    is_scale[g->nodes[i].in[1]] = true;
+    scales++;
+  }
+  const float lambda = 1e-2f;
+  cx_prune_bn_l1 bn = {.lambda = lambda};
+  cx_train_ext ext = cx_prune_bn_l1_extension(&bn);
+  static float *g0[4096], *g1[4096];
+  float l0 = train_pass(g, NULL, g0), l1 = train_pass(g, &ext, g1);
+  CHECK(bn.scales == scales && scales > 10, "%d scales penalised of %d", bn.scales, scales);
+  CHECK(fabs((l1 - l0) - lambda * abs_sum) <= 1e-5 * (fabs(l0) + lambda * abs_sum),
+        "loss %g -> %g; the penalty is %g", l0, l1, lambda * abs_sum);
+  double worst = 0;
+  int params = 0;
+  for (int v = 0; v < g->n_values; v++) {
+    if (g->values[v].kind != CX_VALUE_PARAM || !g0[v] || !g1[v]) continue;
+    const float *w = g->values[v].init;
+    params++;
+    for (int64_t j = 0; j < cx_shape_numel(&g->values[v].shape); j++) {
+      double want = g0[v][j] + (is_scale[v] ? lambda * ((w[j] > 0) - (w[j] < 0)) : 0);
+      double err = fabs(g1[v][j] - want) / (fabs(want) + 1e-6);
+      if (!(err <= worst)) worst = err;
+    }
+  }
+  CHECK(params > 40, "%d parameters compared", params);
+  CHECK(worst < 1e-4, "gradients with bn_l1 differ from grad + lambda sign(gamma) by %.3g "
+        "relative", worst);
+  for (int i = 0; i < 4096; i++) free(g0[i]), free(g1[i]), g0[i] = g1[i] = NULL;
+  /* a model without BatchNorm is refused, not silently unpenalised */
+  cx_graph *plain = small_graph(false), *tg = NULL;
+  CHECK(cx_train_graph(plain, 0, 0, &tg) == CX_OK, "%s", cx_last_error());
+  CHECK(ext.wrap_graph(ext.self, tg) != CX_OK && strstr(cx_last_error(), "BatchNormalization"),
+        "bn_l1 on a model without BatchNorm: %s", cx_last_error());
+  cx_error_clear();
+  cx_graph_free(tg);
+  cx_graph_free(plain);
+  cx_graph_free(g);
+}
+
+/* ---- sensitivity allocation ---- */
+
+/* resnet20's unfrozen groups with made-up sensitivities (group i loses (i % 4 + 1) * level
+ * points): the fractions are those of one tolerance t (each group the largest level whose drop
+ * is at most t), meet the MAC target, and the next smaller tolerance among the drops would not;
+ * the least sensitive groups give the most. */
+static void test_allocate(void) {
+  cx_graph *g = NULL;
+  CHECK(cx_model_build("resnet20", &g, NULL) == CX_OK, "%s", cx_last_error());
+  if (!g) return;
+  cx_channel_groups *cg = NULL;
+  cx_prune_config c = config(0.3);
+  CHECK(cx_channel_groups_build(g, NULL, &cg) == CX_OK && cx_channel_select(cg, &c, NULL) == CX_OK,
+        "%s", cx_last_error());
+  enum { L = 9 };
+  double levels[L], *score = malloc((size_t)cg->n_units * sizeof *score);
+  for (int k = 0; k < L; k++) levels[k] = 0.1 * (k + 1);
+  const char *names[64];
+  double drop[64 * L], f[64];
+  int n = 0;
+  for (int k = 0; k < cg->n_groups && n < 64; k++)
+    if (!cg->groups[k].frozen && cg->groups[k].producer >= 0) {
+      names[n] = g->nodes[cg->groups[k].producer].name;
+      for (int j = 0; j < L; j++) drop[n * L + j] = (n % 4 + 1) * levels[j] * 10;
+      n++;
+    }
+  CHECK(n > 5, "%d groups", n);
+  CHECK(cx_channel_importance(cg, CX_IMPORTANCE_L1, NULL, NULL, score) == CX_OK &&
+            cx_channel_allocate(cg, &c, score, n, names, L, levels, drop, f) == CX_OK,
+        "%s", cx_last_error());
+  bool *keep = malloc((size_t)cg->n_units * sizeof *keep);
+  cx_prune_config r = c;
+  r.ratio_nodes = names, r.ratios = f, r.n_ratios = n;
+  CHECK(cx_channel_choose(cg, &r, score, keep) == CX_OK, "%s", cx_last_error());
+  int64_t target = (int64_t)floor(0.7 * (double)cg->macs);
+  CHECK(cx_channel_macs(cg, keep) <= target, "MACs %lld above the target %lld",
+        (long long)cx_channel_macs(cg, keep), (long long)target);
+  /* one tolerance: the largest drop taken is t, and no group stopped below it */
+  double t = 0;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < L && levels[j] <= f[i] + 1e-12; j++)
+      if (drop[i * L + j] > t) t = drop[i * L + j];
+  bool one = true;
+  for (int i = 0; i < n; i++) {
+    int j = 0;
+    while (j < L && levels[j] <= f[i] + 1e-12) j++;
+    if (j < L && drop[i * L + j] <= t) one = false;
+  }
+  CHECK(one && t > 0, "the fractions are not those of one tolerance (t = %g)", t);
+  CHECK(f[0] > f[3], "the least sensitive group gave %g, the most sensitive %g", f[0], f[3]);
+  /* the next smaller tolerance misses the target */
+  double below = -1;
+  for (int j = 0; j < n * L; j++)
+    if (drop[j] < t && drop[j] > below) below = drop[j];
+  for (int i = 0; i < n; i++) {
+    f[i] = 0;
+    for (int j = 0; j < L && drop[i * L + j] <= below; j++) f[i] = levels[j];
+  }
+  CHECK(cx_channel_choose(cg, &r, score, keep) == CX_OK && cx_channel_macs(cg, keep) > target,
+        "a smaller tolerance (%g) meets the target too", below);
+  /* a target the largest levels cannot reach is an error */
+  c.sparsity = 0.97;
+  CHECK(cx_channel_allocate(cg, &c, score, n, names, L, levels, drop, f) != CX_OK &&
+            strstr(cx_last_error(), "sensitivity"),
+        "an unreachable target: %s", cx_last_error());
+  cx_error_clear();
+  free(keep), free(score);
+  cx_channel_groups_free(cg);
+  cx_graph_free(g);
+}
+
 /* ---- PyTorch-exported models ---- */
 
 static void torch_one(const char *dir, const char *name) {
@@ -524,6 +687,8 @@ int main(int argc, char **argv) {
   } else {
     test_small();
     test_taylor();
+    test_bn_l1();
+    test_allocate();
     test_options();
     test_zoo();
   }

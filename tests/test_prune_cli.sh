@@ -6,9 +6,14 @@
 #     exactly 2 non-zeros in every group of 4 input channels of every pruned layer;
 #   - a fine-tune with --data keeps the masks (exact zeros after training) and writes the
 #     preprocessing; prune scan on the result prints the table and writes the SVG;
+#   - Taylor importance with --data: the scoring pass chooses the channels, the same ones on
+#     every run and others than L1's; [train] bn_l1 (network slimming) shrinks the BatchNorm
+#     scales while fine-tuning;
+#   - prune scan --method channel scans channel groups; allocate = "sensitivity" chooses per-layer
+#     fractions from such a scan that meet the MAC target;
 #   - bad requests (sparsity out of range, a glob that matches nothing, 2:4 on a layer with one
-#     input channel, nothing left to prune, Taylor without data) exit 1 with one line and write
-#     no file.
+#     input channel, nothing left to prune, Taylor without data, bn_l1 out of range, sensitivity
+#     allocation for magnitude pruning or without --val) exit 1 with one line and write no file.
 # usage: test_prune_cli.sh COMPRESS
 set -u
 compress=$(realpath "$1")
@@ -106,6 +111,9 @@ bad nothing "$r20" --exclude '*'
 expect_in nothing err "prune"
 bad taylor "$r20" --method channel --importance taylor
 expect_in taylor err "taylor"
+expect_in taylor err "--data"
+bad taylor-batches "$r20" --method channel --taylor-batches 4
+expect_in taylor-batches err "importance = \"taylor\""
 bad method "$r20" --method 4:2
 expect_in method err "4:2"
 run 1 no-model prune "$work/nope.onnx" -o "$work/nope_out.onnx"
@@ -121,6 +129,36 @@ expect_in tune out "validation top-1"
 $py "$here/check_zeros.py" "$work/tuned.onnx" 0.6 || fail "tune: the zeros"
 $py -c 'import onnx, sys; m = onnx.load(sys.argv[1]); assert any(p.key == "compress.input_mean" for p in m.metadata_props)' \
   "$work/tuned.onnx" || fail "tune: the preprocessing metadata"
+# Taylor: channels chosen by |w dL/dw| over 4 batches; twice the same, not L1's choice. The L1
+# run fine-tunes with bn_l1 = 1: its BatchNorm scales (1 at the start) fall far below Taylor's.
+tune=(--method channel --sparsity 0.3 --data "$work/train.h5" --epochs 1 --batch 100 --lr 0.05
+  --quiet)
+run 0 taylor-a prune "$r20" -o "$work/ta.onnx" --importance taylor --taylor-batches 4 "${tune[@]}"
+expect_in taylor-a out "Taylor scores from 4 batches"
+run 0 taylor-b prune "$r20" -o "$work/tb.onnx" --importance taylor --taylor-batches 4 "${tune[@]}"
+run 0 slim prune "$r20" -o "$work/slim.onnx" --train bn_l1=1 "${tune[@]}"
+$py - "$work/ta.onnx" "$work/tb.onnx" "$work/slim.onnx" "$work/taylor-a.out" <<'EOF' ||
+import re, sys, onnx, numpy as np
+from onnx import numpy_helper as nh
+def load(p):
+    m = onnx.load(p)
+    onnx.checker.check_model(m, full_check=True)
+    init = {t.name: nh.to_array(t) for t in m.graph.initializer}
+    shapes = [init[n.input[1]].shape for n in m.graph.node if n.op_type == "Conv"]
+    gamma = np.mean([np.abs(init[n.input[1]]).mean() for n in m.graph.node
+                     if n.op_type == "BatchNormalization"])
+    return shapes, gamma
+(a, ga), (b, _), (s, gs) = load(sys.argv[1]), load(sys.argv[2]), load(sys.argv[3])
+assert a == b, "Taylor chose other channels on a second run"
+assert a != s, "Taylor chose the channels L1 chose"
+assert gs < 0.3 and ga > 0.7, ("bn_l1 did not shrink gamma", gs, ga)
+macs = [float(x) for x in re.findall(r"([0-9.]+)M MACs", open(sys.argv[4]).read())]
+assert len(macs) == 2 and macs[1] <= 0.75 * macs[0], macs
+EOF
+  fail "taylor: the choice, the determinism or bn_l1"
+bad bn-l1 "$r20" --data "$work/train.h5" --epochs 1 --train bn_l1=2
+expect_in bn-l1 err "bn_l1"
+
 run 0 scan prune scan "$work/tuned.onnx" --data "$work/test.h5" --include 'layer3.2.conv2'
 expect_in scan out "layer3.2.conv2"
 expect_in scan out "90%"
@@ -134,6 +172,29 @@ assert all(len(l["top1"]) == 9 for l in d["layers"]) and 0 < d["top1"] <= 100
 EOF
 $py -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$work/scan.svg" ||
   fail "scan: the SVG"
+run 0 scan-channel prune scan "$work/tuned.onnx" --data "$work/test.h5" --method channel \
+  --include 'layer3.2.*'
+expect_in scan-channel out "layer3.2.conv1"
+
+# allocate = "sensitivity": layer3's channel groups scanned on --val, per-layer fractions for the
+# MAC target; they differ between the layers
+run 0 allocate prune "$work/tuned.onnx" -o "$work/alloc.onnx" --method channel --sparsity 0.15 \
+  --allocate sensitivity --include 'layer3.*' --data "$work/train.h5" --val "$work/test.h5" \
+  --epochs 1 --batch 100 --lr 0.01 --quiet
+$py - "$work/alloc.onnx" "$work/allocate.out" <<'EOF' || fail "allocate: the target or the fractions"
+import re, sys, onnx
+onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)
+out = open(sys.argv[2]).read()
+fractions = dict(re.findall(r"prune: (\S+): (\d+)% of its channels \(sensitivity\)", out))
+assert len(fractions) >= 3 and len(set(fractions.values())) >= 2, fractions
+macs = [float(x) for x in re.findall(r"([0-9.]+)M MACs", out)]
+assert len(macs) == 2 and macs[1] <= 0.85 * macs[0], macs
+EOF
+bad allocate-magnitude "$r20" --allocate sensitivity
+expect_in allocate-magnitude err '"channel"'
+bad allocate-noval "$r20" --method channel --allocate sensitivity --data "$work/train.h5" \
+  --epochs 1
+expect_in allocate-noval err "--val"
 
 [[ $fails == 0 ]] && echo "all prune checks passed"
 exit $((fails > 0))

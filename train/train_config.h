@@ -23,6 +23,10 @@ typedef struct cx_train_config {
   int n_mean, n_std;            /* values given in [data] mean and std */
   cx_train_opts opts;           /* paths point into this struct */
   const char **segments;        /* [train] checkpoint_segments (into doc); owned array */
+  /* [train] bn_l1: network slimming's penalty lambda * sum |gamma| on the BatchNorm scales
+   * (0: off). The trainer does not know it: the commands add prune/'s extension
+   * (cx_prune_bn_l1_extension) to the run when it is set. */
+  float bn_l1;
   /* A hash of the config minus the keys that do not change what a step computes ([run],
    * train.epochs, train.log_every, train.checkpoint_every, train.diagnostics, data.workers), so
    * that a run resumes after an edit of those, and refuses one of anything else. */
