@@ -163,7 +163,8 @@ static int run_check(const char *label, cx_program *p, const oc_opts *o) {
   for (int v = 0; v < g->n_values; v++) {
     const cx_tensor *t = cx_program_value_tensor(p, v);
     int64_t n = cx_shape_numel(&t->shape);
-    r.v[v] = (cx_ref_tensor){.shape = t->shape, .data = calloc((size_t)(n ? n : 1), 8)};
+    r.v[v] = (cx_ref_tensor){.shape = t->shape, .data = calloc((size_t)(n ? n : 1), 8),
+                             .dtype = t->dtype};
     if (g->values[v].kind != CX_VALUE_ACT)
       for (int64_t i = 0; i < n; i++) r.v[v].data[i] = cx_dtype_load(t->dtype, t->data, (size_t)i);
   }

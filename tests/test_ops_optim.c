@@ -81,14 +81,14 @@ static double run_case(const op_case *c, const cx_shape *shape) {
   for (int k = 0; k < c->n_in; k++) {
     cx_shape s = c->in[k].scalar ? (cx_shape){0} : *shape;
     in[k] = backend_tensor(c->in[k].dtype, &s);
-    rin[k] = (cx_ref_tensor){s, calloc((size_t)cx_shape_numel(&s), sizeof(double))};
+    rin[k] = (cx_ref_tensor){s, calloc((size_t)cx_shape_numel(&s), sizeof(double)), c->in[k].dtype};
     got[k] = calloc((size_t)cx_shape_numel(&s), sizeof(double));
     start_values(&c->in[k], k, rin[k].data, cx_shape_numel(&s));
     upload(&in[k], rin[k].data);
   }
   if (c->n_out) {
     out[0] = backend_tensor(c->out_dtype, &(cx_shape){0});
-    rout[0] = (cx_ref_tensor){{0}, calloc(1, sizeof(double))};
+    rout[0] = (cx_ref_tensor){{0}, calloc(1, sizeof(double)), c->out_dtype};
     got[c->n_in] = calloc(1, sizeof(double));
   }
   cx_op_call *call = NULL;

@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 #include "families.h"
+#include "quant.h"
 
 /* A quantization parameter (scale or zero point) for X: a scalar (numel 1, rank ≤ 1) or a 1-D
  * tensor of X's size along `axis`. *per_axis tells which. */
@@ -118,6 +119,25 @@ static cx_status infer_fake_quantize_grad(const cx_infer_ctx *ctx) {
   return CX_OK;
 }
 
+/* One FakeQuantizeGrad node: dX (the straight-through estimator) when X needs it, and dScale
+ * as its second output only when the scale is trained (LSQ), with LSQ's gradient scale. The
+ * zero point gets no gradient: it is a fixed integer (zero for symmetric ranges). */
+static cx_status grad_fake_quantize(const cx_grad_ctx *c) {
+  const cx_node *n = &c->g->nodes[c->node];
+  if (c->dy[0] < 0 || !(c->need[0] || c->need[1])) return CX_OK;
+  int x = n->in[0], scale = n->in[1], zero = has_input(n, 2) ? n->in[2] : -1;
+  int64_t qmin = cx_node_int(n, "qmin", 0), qmax = cx_node_int(n, "qmax", 0);
+  float g = cx_quant_lsq_grad_scale(&c->shape[x], &c->shape[scale], qmin, qmax);
+  int in[4] = {c->dy[0], x, scale, zero};
+  int node = cx_grad_node(c, "FakeQuantizeGrad", in, zero >= 0 ? 4 : 3, c->need[1] ? 2 : 1);
+  if (node < 0) return cx_graph_status(c->g);
+  cx_grad_copy_attrs(c, node);
+  cx_node_set_float(c->g, node, "grad_scale", g);
+  if (c->need[0]) c->dx[0] = cx_node_output(c->g, node, 0);
+  if (c->need[1]) c->dx[1] = cx_node_output(c->g, node, 1);
+  return cx_graph_status(c->g);
+}
+
 static const cx_attr_schema qdq_attrs[] = {{"axis", CX_ATTR_INT, false}, {NULL, 0, false}};
 static const cx_attr_schema fq_attrs[] = {
     {"axis", CX_ATTR_INT, false}, {"qmin", CX_ATTR_INT, true}, {"qmax", CX_ATTR_INT, true},
@@ -130,9 +150,9 @@ static const cx_op_def op_quantize = {"QuantizeLinear", CX_DOMAIN_ONNX, 2, 3, 1,
                                       infer_quantize, NULL, NULL, CX_OP_NO_GRAD};
 static const cx_op_def op_dequantize = {"DequantizeLinear", CX_DOMAIN_ONNX, 2, 3, 1, 1,
                                         qdq_attrs, infer_dequantize, NULL, NULL, CX_OP_NO_GRAD};
-/* grad: filled in with the kernels (FakeQuantizeGrad). */
 static const cx_op_def op_fake_quantize = {"FakeQuantize", CX_DOMAIN_COMPRESS, 2, 3, 1, 1,
-                                           fq_attrs, infer_fake_quantize, NULL, NULL, 0};
+                                           fq_attrs, infer_fake_quantize, grad_fake_quantize,
+                                           NULL, 0};
 static const cx_op_def op_fake_quantize_grad = {"FakeQuantizeGrad", CX_DOMAIN_COMPRESS, 3, 4, 1,
                                                 2, fq_grad_attrs, infer_fake_quantize_grad,
                                                 NULL, NULL, 0};

@@ -10,6 +10,7 @@
 typedef struct cx_ref_tensor {
   cx_shape shape;
   double *data; /* contiguous, row-major; allocated by the caller for outputs */
+  cx_dtype dtype; /* the value's type, which data holds as doubles (QuantizeLinear's output) */
 } cx_ref_tensor;
 
 typedef struct cx_ref_args {
@@ -33,7 +34,7 @@ typedef struct cx_ref_entry {
 cx_ref_fn cx_ref_find(const char *op);
 
 /* NULL-terminated tables, one per file in kernels/ref/. */
-extern const cx_ref_entry cx_ref_eltwise[], cx_ref_activation[], cx_ref_conv[], cx_ref_norm[], cx_ref_pool[], cx_ref_linear[], cx_ref_shape[], cx_ref_reduce[], cx_ref_loss[], cx_ref_optim[],
+extern const cx_ref_entry cx_ref_eltwise[], cx_ref_activation[], cx_ref_conv[], cx_ref_norm[], cx_ref_pool[], cx_ref_linear[], cx_ref_shape[], cx_ref_reduce[], cx_ref_loss[], cx_ref_optim[], cx_ref_quant[],
     cx_ref_qlinear[];
 
 #endif
