@@ -1,6 +1,7 @@
 #include "quant_fuse.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,10 @@ typedef struct qmatch {
   float lo, hi;          /* the activation's bounds (f32 units) */
   float y_scale;
   int out;               /* the value the fused node writes */
+  const float *b_f32;    /* the bias, f32; or */
+  const int32_t *b_q;    /* int32 with b_scale (n_b_scale values) */
+  const float *b_scale;
+  int64_t n_b_scale;
 } qmatch;
 
 static int kind_of(const cx_node *n) {
@@ -167,12 +172,27 @@ static bool match_w(const qf *q, qmatch *m, int v) {
   return true;
 }
 
+/* The bias: an f32 initializer [C_out], or (ONNX Runtime's quantize_static writes it so) the
+ * DequantizeLinear of an int32 initializer with scalar or per-channel scales, zero point 0. */
 static bool match_bias(const qf *q, qmatch *m, const cx_node *n) {
-  int64_t nb;
+  int64_t nb, ns = 1;
   m->bias = has_in(n, 2) ? n->in[2] : -1;
   if (m->bias < 0) return true;
-  return init_of(q, m->bias, CX_F32, &nb) && q->g->values[m->bias].shape.ndim == 1 &&
-         nb == m->c_out;
+  if (q->g->values[m->bias].shape.ndim != 1) return false;
+  if ((m->b_f32 = init_of(q, m->bias, CX_F32, &nb))) return nb == m->c_out;
+  const cx_node *d = producer(q, m->bias);
+  if (!d || strcmp(d->op->name, "DequantizeLinear") || !(m->b_q = init_of(q, d->in[0], CX_S32, &nb)))
+    return false;
+  m->b_scale = init_of(q, d->in[1], CX_F32, &ns);
+  if (has_in(d, 2)) {
+    int64_t nz;
+    const int32_t *z = init_of(q, d->in[2], CX_S32, &nz);
+    for (int64_t i = 0; z && i < nz; i++)
+      if (z[i]) z = NULL;
+    if (!z) return false;
+  }
+  m->n_b_scale = ns;
+  return m->b_scale && nb == m->c_out && (ns == 1 || ns == m->c_out);
 }
 
 /* The single reader of v, when v has one and it is a node reading v as input 0. */
@@ -233,11 +253,13 @@ static float w_scale(const qmatch *m, int64_t c) { return m->w_scale[m->n_w_scal
 /* The bias in accumulator units, b[c] / (x_scale·w_scale[c]), as a new constant. */
 static int bias_acc(cx_graph *g, const qmatch *m, const char *name) {
   if (m->bias < 0) return -1;
-  const float *b = g->values[m->bias].init;
   float *ba = malloc(sizeof(float) * (size_t)m->c_out);
   if (!ba) return -1;
-  for (int64_t c = 0; c < m->c_out; c++)
-    ba[c] = (float)((double)b[c] / ((double)m->x_scale * w_scale(m, c)));
+  for (int64_t c = 0; c < m->c_out; c++) {
+    /* the f32 bias the float graph adds: DequantizeLinear computes q·scale in f32 */
+    float b = m->b_f32 ? m->b_f32[c] : (float)m->b_q[c] * m->b_scale[m->n_b_scale == 1 ? 0 : c];
+    ba[c] = (float)((double)b / ((double)m->x_scale * w_scale(m, c)));
+  }
   int v = cx_graph_init(g, CX_VALUE_CONST, name, CX_F32, &(cx_shape){1, {m->c_out}}, ba);
   free(ba);
   return v;
@@ -328,9 +350,48 @@ static void drop_unread_dequantize(qf *q) {
   }
 }
 
+/* ---- QuantizeLinear → DequantizeLinear around ops that commute with quantization ------------- */
+
+static bool same_params(const qf *q, const cx_node *a, const cx_node *b) {
+  int64_t na, nb;
+  const float *sa = qparams(q, a, &na), *sb = qparams(q, b, &nb);
+  return sa && sb && na == 1 && nb == 1 && sa[0] == sb[0] && has_in(a, 2) == has_in(b, 2) &&
+         (!has_in(a, 2) || q->g->values[a->in[2]].dtype == q->g->values[b->in[2]].dtype);
+}
+
+/* Ops f with Q(f(DQ(Q(x)))) = Q(f(x)) for one set of parameters: monotone per element (Relu,
+ * Clip, MaxPool: rounding and saturation are monotone too) or moving elements only. */
+static bool commutes(const char *op) {
+  return !strcmp(op, "Relu") || !strcmp(op, "Clip") || !strcmp(op, "MaxPool") ||
+         !strcmp(op, "Reshape") || !strcmp(op, "Flatten");
+}
+
+/* Q1(x) → DQ → f → Q2 with Q1 and Q2 alike, each link read once: f reads x and the first pair
+ * goes (ONNX Runtime's files put one around every Relu after a Conv: Conv → Q → DQ → Relu → Q,
+ * which then becomes the fusable Conv → Relu → Q). Exact, so the pass may do it always. */
+static void collapse_pairs(qf *q) {
+  cx_graph *g = q->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    cx_node *f = &g->nodes[i];
+    if (q->dead[i] || !commutes(f->op->name) || f->n_in < 1) continue;
+    const cx_node *d = producer(q, f->in[0]);
+    if (!d || strcmp(d->op->name, "DequantizeLinear") || q->readers[d->out[0]] != 1) continue;
+    const cx_node *q1 = producer(q, d->in[0]);
+    int r = only_reader(q, f->out[0]);
+    if (!q1 || strcmp(q1->op->name, "QuantizeLinear") || q->readers[q1->out[0]] != 1 || r < 0 ||
+        strcmp(g->nodes[r].op->name, "QuantizeLinear") || !same_params(q, q1, d) ||
+        !same_params(q, q1, &g->nodes[r]))
+      continue;
+    q->dead[d - g->nodes] = q->dead[q1 - g->nodes] = true;
+    f->in[0] = q1->in[0];
+  }
+  count_readers(q);
+}
+
 static cx_status fuse(qf *q) {
   int n_fused = 0;
   count_readers(q);
+  collapse_pairs(q);
   for (int i = 0; i < q->n_nodes0; i++) {
     qmatch m;
     if (q->dead[i] || !match(q, i, &m)) continue;
