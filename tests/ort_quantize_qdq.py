@@ -19,6 +19,13 @@ class Reader(CalibrationDataReader):
         return next(self.items, None)
 
 
+def quantize(src, dst, data):
+    name = onnx.load(src).graph.input[0].name
+    quantize_static(src, dst, Reader(name, data), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                    extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+
+
 def main():
     src, dst = sys.argv[1], sys.argv[2]
     if sys.argv[3] == "--random":
@@ -26,10 +33,7 @@ def main():
         data = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     else:
         data = np.load(sys.argv[3]).astype(np.float32)
-    name = onnx.load(src).graph.input[0].name
-    quantize_static(src, dst, Reader(name, data), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                    extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+    quantize(src, dst, data)
 
 
 if __name__ == "__main__":
