@@ -292,6 +292,8 @@ static const op_rule rules[] = {
     {"ReduceMean", rule_reduce_mean, "axes keepdims"}, {"Softmax", NULL, "axis"},
     {"LogSoftmax", NULL, "axis"},
     {"SoftmaxCrossEntropyLoss", rule_sce, "ignore_index reduction"},
+    /* opset 13's form, unchanged through 17 (19 adds saturate for float8 types) */
+    {"QuantizeLinear", NULL, "axis"}, {"DequantizeLinear", NULL, "axis"},
     {NULL, NULL, NULL},
 };
 

@@ -13,6 +13,9 @@ static const char *const fold_ops[] = {"Constant", "Shape", "Gather", "Unsqueeze
                                        "Add", "Sub", "Mul", "Div", "Slice", "Identity", "Neg",
                                        "Equal", "Where", "Floor", "Ceil", "Sqrt", NULL};
 
+/* DequantizeLinear is deliberately not here: DequantizeLinear(int8 initializer) must stay a node,
+ * not become an f32 weight, so that a QDQ model keeps its structure (the INT8 runtime matches
+ * DequantizeLinear(int8 weight) → Conv, and export writes the int8 initializer back). */
 static bool is_fold_op(const char *op) {
   for (int k = 0; fold_ops[k]; k++)
     if (!strcmp(fold_ops[k], op)) return true;

@@ -259,6 +259,52 @@ static cx_graph *misc(void) {
   return g;
 }
 
+/* A QDQ graph as ONNX Runtime's quantize_static writes one: activations through
+ * QuantizeLinear → DequantizeLinear (uint8 with zero point 128 in, int8 with a scalar scale out),
+ * the convolution's weight an int8 initializer behind a per-channel DequantizeLinear (axis 0), its
+ * bias an int32 one behind another. The exporter must write the integer initializers and the
+ * axis attributes back, and the importer must keep the DequantizeLinear nodes (not fold them
+ * into f32 weights: the INT8 runtime matches DequantizeLinear(int8 weight) → Conv). */
+static int qdq_pair(cx_graph *g, const char *name, int x, cx_dtype t, float scale, double zero) {
+  char sn[128], zn[128], qn[128], dn[128];
+  snprintf(sn, sizeof sn, "%s.scale", name);
+  snprintf(zn, sizeof zn, "%s.zero", name);
+  snprintf(qn, sizeof qn, "%s.q", name);
+  snprintf(dn, sizeof dn, "%s.dq", name);
+  uint8_t z[1];
+  cx_dtype_store(t, z, 0, zero);
+  int sc = scalar(g, sn, scale), zp = cx_graph_init(g, CX_VALUE_CONST, zn, t, &(cx_shape){0}, z);
+  int q = cx_graph_op(g, "QuantizeLinear", qn, (int[]){x, sc, zp}, 3);
+  return cx_graph_op(g, "DequantizeLinear", dn, (int[]){q, sc, zp}, 3);
+}
+
+static cx_graph *qdq(void) {
+  cx_graph *g = cx_graph_new();
+  int x = cx_graph_input(g, "x", CX_F32, &S(-1, 3, 8, 8));
+  x = qdq_pair(g, "x", x, CX_U8, 0.02f, 128);
+  int8_t w[4 * 27];
+  int32_t b[4];
+  float ws[4], bs[4];
+  for (int i = 0; i < 4 * 27; i++) w[i] = (int8_t)((i * 37) % 255 - 127);
+  for (int c = 0; c < 4; c++) ws[c] = 0.002f * (float)(c + 1), bs[c] = 0.02f * ws[c];
+  for (int c = 0; c < 4; c++) b[c] = 500 * (c - 2);
+  int wq = cx_graph_init(g, CX_VALUE_CONST, "w.int8", CX_S8, &S(4, 3, 3, 3), w);
+  int bq = cx_graph_init(g, CX_VALUE_CONST, "b.int32", CX_S32, &S(4), b);
+  int wd = cx_graph_node(g, "DequantizeLinear", "w.dq",
+                         (int[]){wq, cx_graph_const_f32(g, "w.scale", &S(4), ws)}, 2, 1);
+  cx_node_set_int(g, wd, "axis", 0);
+  int bd = cx_graph_node(g, "DequantizeLinear", "b.dq",
+                         (int[]){bq, cx_graph_const_f32(g, "b.scale", &S(4), bs)}, 2, 1);
+  cx_node_set_int(g, bd, "axis", 0);
+  int cv = cx_graph_node(g, "Conv", "conv",
+                         (int[]){x, cx_node_output(g, wd, 0), cx_node_output(g, bd, 0)}, 3, 1);
+  cx_node_set_ints(g, cv, "kernel_shape", (int64_t[]){3, 3}, 2);
+  cx_node_set_ints(g, cv, "pads", (int64_t[]){1, 1, 1, 1}, 4);
+  int y = cx_graph_op(g, "Relu", "relu", &(int){cx_node_output(g, cv, 0)}, 1);
+  cx_graph_mark_output(g, qdq_pair(g, "y", y, CX_S8, 0.01f, 0));
+  return g;
+}
+
 /* ---- running ---- */
 
 typedef struct outputs {
@@ -467,6 +513,30 @@ static void check_graph(const char *label, cx_graph *g, int n_bn, int n_kept) {
   feeds_free(&x);
 }
 
+/* The QDQ graph came back with its Q/DQ nodes and integer initializers as they were. */
+static void check_qdq_kept(void) {
+  char path[1200];
+  snprintf(path, sizeof path, "%s/qdq_op17.onnx", dir);
+  cx_graph *back = NULL;
+  cx_onnx_info info;
+  if (cx_onnx_import(path, &back, &info) != CX_OK) return; /* check_reimport reported it */
+  int w = cx_graph_find_value(back, "w.int8"), b = cx_graph_find_value(back, "b.int32");
+  CHECK(count_op(back, "QuantizeLinear") == 2 && count_op(back, "DequantizeLinear") == 4,
+        "%s: %d QuantizeLinear and %d DequantizeLinear nodes; expected 2 and 4", path,
+        count_op(back, "QuantizeLinear"), count_op(back, "DequantizeLinear"));
+  CHECK(w >= 0 && back->values[w].kind == CX_VALUE_CONST && back->values[w].dtype == CX_S8 &&
+            ((const int8_t *)back->values[w].init)[1] == 37 - 127,
+        "%s: the int8 weight did not come back as an int8 initializer", path);
+  CHECK(b >= 0 && back->values[b].dtype == CX_S32 &&
+            ((const int32_t *)back->values[b].init)[0] == -1000,
+        "%s: the int32 bias did not come back as an int32 initializer", path);
+  for (int i = 0; i < back->n_nodes; i++)
+    if (!strcmp(back->nodes[i].name, "w.dq"))
+      CHECK(cx_node_int(&back->nodes[i], "axis", 1) == 0, "%s: w.dq lost its axis", path);
+  printf("ok   %s: Q/DQ nodes, integer initializers and axes kept\n", path);
+  cx_graph_free(back);
+}
+
 /* ---- fails ---- */
 
 static bool exists(const char *path) { return access(path, F_OK) == 0; }
@@ -566,6 +636,9 @@ int main(void) {
   cx_graph_free(g);
   check_graph("tiny_cnn", g = cx_tiny_cnn(1, 16, 10, 1), 1, 0); /* SoftmaxCrossEntropyLoss */
   cx_graph_free(g);
+  check_graph("qdq", g = qdq(), 0, 0);
+  cx_graph_free(g);
+  check_qdq_kept();
   test_failures();
   test_symbolic_shapes();
   write_cli_fixtures();

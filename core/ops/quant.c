@@ -15,7 +15,15 @@
  *   grad_scale (f32, default 1): the straight-through estimator, dX = dY where the rounded value
  *   lies inside [qmin, qmax], else 0; dScale (LSQ, Esser et al. 2020) is Σ dY·(round(X/s) − X/s)
  *   inside and Σ dY·(qmin − z) or (qmax − z) outside, summed to scale's shape and multiplied by
- *   grad_scale (LSQ's 1/sqrt(numel·qmax)). */
+ *   grad_scale (LSQ's 1/sqrt(numel·qmax)).
+ *
+ * FakeQuantize's gradient rule emits one FakeQuantizeGrad: dX when X needs it, dScale (its second
+ * output) only when the scale is trained, with grad_scale = 1/sqrt(numel(X)/numel(scale)·qmax)
+ * (cx_quant_lsq_grad_scale); the zero point gets none. Scales are divided by, and shape
+ * inference cannot see their values, so the kernels and references refuse a scale that is not a
+ * positive finite number when they run (cx_quant_check_scale, core/ops/quant.h); the library
+ * that computes scales keeps them above a tiny epsilon so that this never fires in practice.
+ * DequantizeLinear only multiplies and takes any scale. */
 
 #include <stddef.h>
 
