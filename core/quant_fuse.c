@@ -104,7 +104,8 @@ static bool nonneg_f(const qf *q, int v, int depth) {
 static bool nonneg_q(const qf *q, int v, int depth) {
   const cx_node *p = producer(q, v);
   if (!p || depth > 32) return false;
-  if (!strcmp(p->op->name, "QLinearConvFused") || !strcmp(p->op->name, "QLinearGemmFused"))
+  if (!strcmp(p->op->name, "QLinearConvFused") || !strcmp(p->op->name, "QLinearGemmFused") ||
+      !strcmp(p->op->name, "QLinearAddFused"))
     return cx_node_int(p, "quantized_output", 1) && cx_node_float(p, "act_min", -INFINITY) >= 0;
   int64_t ns;
   return !strcmp(p->op->name, "QuantizeLinear") && qparams(q, p, &ns) && ns == 1 &&
@@ -279,6 +280,20 @@ static int transposed(cx_graph *g, int w, const char *name) {
   return v;
 }
 
+/* Fused node n writes the replaced chain's last value, whose readers keep reading it; the
+ * chain's nodes go. */
+static cx_status take_over(qf *q, const qmatch *m, int n) {
+  cx_graph *g = q->g;
+  int fresh = g->nodes[n].out[0];
+  g->nodes[n].out[0] = m->out;
+  g->values[m->out].producer = n;
+  g->values[fresh].producer = -1;
+  q->dead[m->node] = true;
+  if (m->act >= 0) q->dead[m->act] = true;
+  if (m->quant >= 0) q->dead[m->quant] = true;
+  return cx_graph_status(g);
+}
+
 static cx_status rewrite(qf *q, const qmatch *m) {
   cx_graph *g = q->g;
   char base[600], *name = NULL;
@@ -308,19 +323,53 @@ static cx_status rewrite(qf *q, const qmatch *m) {
     if (m->lo > -INFINITY) cx_node_set_float(g, n, "act_min", (float)(m->lo / y_scale));
     if (m->hi < INFINITY) cx_node_set_float(g, n, "act_max", (float)(m->hi / y_scale));
     cx_node_set_int(g, n, "quantized_output", m->quant >= 0);
-    /* the fused node writes the replaced chain's last value, whose readers keep reading it */
-    int fresh = g->nodes[n].out[0];
-    g->nodes[n].out[0] = m->out;
-    g->values[m->out].producer = n;
-    g->values[fresh].producer = -1;
-    q->dead[m->node] = true;
-    if (m->act >= 0) q->dead[m->act] = true;
-    if (m->quant >= 0) q->dead[m->quant] = true;
-    s = cx_graph_status(g);
+    s = take_over(q, m, n);
   }
   free(sc);
   free(name);
   return s;
+}
+
+/* ---- the residual Add ------------------------------------------------------------------------- */
+
+/* DequantizeLinear(int8, scalar scale, zero point 0) producing v: its input in *q, scale in *s. */
+static bool dq_scalar(const qf *q, int v, int *xq, float *s) {
+  const cx_node *d = producer(q, v);
+  int64_t ns;
+  if (!d || strcmp(d->op->name, "DequantizeLinear") || q->g->values[d->in[0]].dtype != CX_S8)
+    return false;
+  const float *sc = qparams(q, d, &ns);
+  if (!sc || ns != 1) return false;
+  *xq = d->in[0];
+  *s = sc[0];
+  return true;
+}
+
+/* Add(DQ(a), DQ(b)) [→ Relu | Clip] → Q, one shape, becomes QLinearAddFused(a, b). */
+static cx_status fuse_add(qf *q, int i) {
+  cx_graph *g = q->g;
+  const cx_node *n = &g->nodes[i];
+  int a, b;
+  float sa, sb;
+  if (n->n_in != 2 || !dq_scalar(q, n->in[0], &a, &sa) || !dq_scalar(q, n->in[1], &b, &sb) ||
+      !cx_shape_equal(&g->values[a].shape, &g->values[b].shape))
+    return CX_OK;
+  qmatch m = {.node = i};
+  match_tail(q, &m);
+  if (m.quant < 0) return CX_OK;
+  char base[600], *name;
+  snprintf(base, sizeof base, "%s:int8", n->name);
+  CX_TRY(cx_graph_reserve(g, 1, 2));
+  if (!(name = cx_graph_unique_name(g, base))) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  int k = cx_graph_node(g, "QLinearAddFused", name, (int[]){a, b}, 2, 1);
+  free(name);
+  CX_TRY(cx_graph_status(g));
+  cx_node_set_float(g, k, "a_scale", sa);
+  cx_node_set_float(g, k, "b_scale", sb);
+  cx_node_set_float(g, k, "y_scale", m.y_scale);
+  if (m.lo > -INFINITY) cx_node_set_float(g, k, "act_min", m.lo);
+  if (m.hi < INFINITY) cx_node_set_float(g, k, "act_max", m.hi);
+  return take_over(q, &m, k);
 }
 
 /* ---- the pass --------------------------------------------------------------------------------- */
@@ -394,6 +443,7 @@ static cx_status fuse(qf *q) {
   collapse_pairs(q);
   for (int i = 0; i < q->n_nodes0; i++) {
     qmatch m;
+    if (!q->dead[i] && !strcmp(q->g->nodes[i].op->name, "Add")) CX_TRY(fuse_add(q, i));
     if (q->dead[i] || !match(q, i, &m)) continue;
     CX_TRY(rewrite(q, &m));
     n_fused++;

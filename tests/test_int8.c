@@ -7,7 +7,7 @@
  * per output channel:
  *   x → Q → conv1 3x3 (signed input: stays float) → Relu → Q1
  *     → conv2 3x3 → Relu → Q2 → depthwise 3x3 → Clip(0, 6) → Q3 → conv3 1x1 → Q4 (signed)
- *     → Add(DQ(Q4), DQ(Q1)) (float) → Relu → Q5 → GlobalAveragePool → Q6 → Flatten → Q7
+ *     → Add(DQ(Q4), DQ(Q1)) → Relu → Q5 (an int8 add) → GlobalAveragePool → Q6 → Flatten → Q7
  *     → Gemm + bias → logits (f32).
  *
  * With a path (test_int8 MODEL.int8.onnx: tests/CMakeLists.txt makes one from the built-in
@@ -233,13 +233,16 @@ static int compare_all(const cx_program *p8, const cx_program *pf, const cx_grap
   return !ok;
 }
 
-/* Which nodes the pass fused: conv2, the depthwise conv3 and fc; conv1 (signed input) stays. */
+/* Which nodes the pass fused: conv2, the depthwise conv3, the Add and fc; conv1 (signed input)
+ * stays. */
 static int check_fused(const cx_program *p8, const cx_program *pf) {
-  int qc = count_op(p8, "QLinearConvFused"), qg = count_op(p8, "QLinearGemmFused");
-  int conv = count_op(p8, "Conv"), off = count_op(pf, "QLinearConvFused") + count_op(pf, "QLinearGemmFused");
-  bool ok = qc == 3 && qg == 1 && conv == 1 && off == 0;
-  printf("%s fused: %d QLinearConvFused, %d QLinearGemmFused, %d Conv left float; %d fused with "
-         "CX_INT8=off\n", ok ? "ok  " : "FAIL", qc, qg, conv, off);
+  int qc = count_op(p8, "QLinearConvFused"), qg = count_op(p8, "QLinearGemmFused"),
+      qa = count_op(p8, "QLinearAddFused");
+  int conv = count_op(p8, "Conv"), off = count_op(pf, "QLinearConvFused") +
+                                         count_op(pf, "QLinearGemmFused") + count_op(pf, "QLinearAddFused");
+  bool ok = qc == 3 && qg == 1 && qa == 1 && conv == 1 && off == 0;
+  printf("%s fused: %d QLinearConvFused, %d QLinearGemmFused, %d QLinearAddFused, %d Conv left "
+         "float; %d fused with CX_INT8=off\n", ok ? "ok  " : "FAIL", qc, qg, qa, conv, off);
   return !ok;
 }
 
@@ -252,17 +255,20 @@ static int compare_layers(const cx_program *p8, const cx_program *pf) {
   int n_fused = 0, marked = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     cx_node *n = &g->nodes[i];
-    if (strcmp(n->op->name, "QLinearConvFused") && strcmp(n->op->name, "QLinearGemmFused")) continue;
-    const cx_value *x = &g->values[n->in[0]];
+    if (strncmp(n->op->name, "QLinear", 7)) continue;
+    for (int in = 0; in < (strcmp(n->op->name, "QLinearAddFused") ? 1 : 2); in++) {
+    const cx_value *x = &g->values[n->in[in]];
     int64_t bytes = cx_shape_numel(&x->shape);
     signed char *d = malloc((size_t)bytes);
     cx_program_read(pf, cx_program_tensor((cx_program *)pf, x->name), d);
     char name[300];
-    snprintf(name, sizeof name, "%s:sim_input", n->name);
+    snprintf(name, sizeof name, "%s:sim_input%d", n->name, in);
     cx_shape xs = x->shape;
     int c = cx_graph_init(g, CX_VALUE_CONST, name, CX_S8, &xs, d);
     free(d);
-    g->nodes[i].in[0] = c;
+    n = &g->nodes[i];
+    n->in[in] = c;
+    }
     n_fused++;
   }
   for (int k = 0; k < g->n_outputs; k++) marked += g->values[g->outputs[k]].dtype == CX_S8;
@@ -275,8 +281,7 @@ static int compare_layers(const cx_program *p8, const cx_program *pf) {
     const cx_graph *pg = cx_program_graph(p);
     for (int i = 0; i < pg->n_nodes; i++) {
       const cx_node *n = &pg->nodes[i];
-      if (strcmp(n->op->name, "QLinearConvFused") && strcmp(n->op->name, "QLinearGemmFused"))
-        continue;
+      if (strncmp(n->op->name, "QLinear", 7)) continue;
       const cx_value *y = &pg->values[n->out[0]];
       if (y->dtype != CX_S8) continue;
       int64_t m = cx_shape_numel(&y->shape);
@@ -330,9 +335,10 @@ static int check_file(const char *path) {
   int fails = 1;
   cx_program *p8 = run_input(g, true, g->values[x].name, in), *pf = run_input(g, false, g->values[x].name, in);
   if (p8 && pf) {
-    printf("     %s: %d QLinearConvFused, %d QLinearGemmFused, %d Conv left float; %d int8 "
-           "activations compared\n", path, count_op(p8, "QLinearConvFused"),
-           count_op(p8, "QLinearGemmFused"), count_op(p8, "Conv"), n_q);
+    printf("     %s: %d QLinearConvFused, %d QLinearGemmFused, %d QLinearAddFused, %d Conv left "
+           "float; %d int8 activations compared\n", path, count_op(p8, "QLinearConvFused"),
+           count_op(p8, "QLinearGemmFused"), count_op(p8, "QLinearAddFused"), count_op(p8, "Conv"),
+           n_q);
     fails = (count_op(p8, "QLinearConvFused") == 0) + compare_layers(p8, pf) +
             compare_all(p8, pf, g, acts, n_q, false) +
             compare_logits(p8, pf, g, logits, "predictions", INFINITY);

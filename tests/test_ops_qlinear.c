@@ -1,4 +1,5 @@
-/* The INT8 runtime's ops, QLinearConvFused and QLinearGemmFused (core/ops/qlinear.c): the CPU
+/* The INT8 runtime's ops, QLinearConvFused, QLinearGemmFused and QLinearAddFused
+ * (core/ops/qlinear.c): the CPU
  * kernels (oneDNN int8) against the integer reference, through oc_check. Scales are chosen so
  * that outputs saturate (max |ref| is 127 or 128), so the relative tolerance 0.0079 admits at
  * most one LSB, where float rounding of the scale product meets a tie. */
@@ -71,6 +72,22 @@ static int check_qgemm(const qcase *c) {
   return fails;
 }
 
+/* QLinearAddFused on [2, 8, 5, 5], optionally with a Relu; the scales make sums saturate. */
+static int check_qadd(const char *label, bool relu) {
+  cx_graph *g = cx_graph_new();
+  cx_shape s = S(2, 8, 5, 5);
+  int in[2] = {s8_const(g, "a", &s, -128, 127, 8), s8_const(g, "b", &s, -128, 127, 9)};
+  int node = cx_graph_node(g, "QLinearAddFused", "qadd", in, 2, 1);
+  cx_node_set_float(g, node, "a_scale", 0.031f);
+  cx_node_set_float(g, node, "b_scale", 0.017f);
+  cx_node_set_float(g, node, "y_scale", 0.029f);
+  if (relu) cx_node_set_float(g, node, "act_min", 0);
+  cx_graph_mark_output(g, cx_node_output(g, node, 0));
+  int fails = oc_check(label, g, &(oc_opts){.seed = 9, .fwd_tol = ONE_LSB});
+  cx_graph_free(g);
+  return fails;
+}
+
 int main(void) {
   const qcase convs[] = {
       {"qconv 3x3 relu per-channel", 2, 8, 6, 6, 16, 3, 1, 1, 1, true, true, true, 0, NAN},
@@ -89,6 +106,7 @@ int main(void) {
   int fails = 0;
   for (size_t i = 0; i < sizeof convs / sizeof *convs; i++) fails += check_qconv(&convs[i]);
   for (size_t i = 0; i < sizeof gemms / sizeof *gemms; i++) fails += check_qgemm(&gemms[i]);
+  fails += check_qadd("qadd", false) + check_qadd("qadd relu", true);
   printf("%s: %d failure(s)\n", fails ? "FAIL" : "ok", fails);
   return fails != 0;
 }

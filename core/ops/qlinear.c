@@ -15,7 +15,14 @@
  * scales (1 value, or C_out) is x_scale·w_scale[c]/y_scale when Y is requantized, else
  * x_scale·w_scale[c]; act_min/act_max (default ∓inf) are the fused Relu/Clip bounds in Y's units.
  * This is oneDNN's int8 convolution semantics (output scales applied to acc + bias, then the
- * eltwise post-op, then rounding and saturation), so the kernel is one primitive. */
+ * eltwise post-op, then rounding and saturation), so the kernel is one primitive.
+ *
+ *   QLinearAddFused(A, B) attrs: a_scale, b_scale, y_scale, act_min, act_max
+ *
+ * A, B int8 of one shape (zero points 0), Y int8 of that shape: the residual Add of two
+ * dequantized tensors, an optional Relu / Clip (bounds in real units) and the QuantizeLinear, in
+ * the f32 arithmetic those ops use (so it equals them bit for bit):
+ *   Y = saturate_int8(round_half_even(clamp(A·a_scale + B·b_scale, act_min, act_max) / y_scale)) */
 
 #include <math.h>
 #include <stddef.h>
@@ -76,6 +83,26 @@ static cx_status qgemm_infer(const cx_infer_ctx *ctx) {
   return CX_OK;
 }
 
+static cx_status qadd_infer(const cx_infer_ctx *ctx) {
+  const cx_node *n = ctx->node;
+  char a[CX_SHAPE_STR], b[CX_SHAPE_STR];
+  CX_TRY(need(ctx, 0, CX_S8, "A"));
+  CX_TRY(need(ctx, 1, CX_S8, "B"));
+  if (!cx_shape_equal(&ctx->in_shape[0], &ctx->in_shape[1]))
+    return cx_fail(CX_ERR_SHAPE, "node '%s' (QLinearAddFused): A %s and B %s; expected one shape",
+                   n->name, cx_shape_str(&ctx->in_shape[0], a), cx_shape_str(&ctx->in_shape[1], b));
+  const char *names[3] = {"a_scale", "b_scale", "y_scale"};
+  for (int i = 0; i < 3; i++) {
+    float v = cx_node_float(n, names[i], 0);
+    if (!(v > 0) || !isfinite(v))
+      return cx_fail(CX_ERR_ARG, "node '%s' (QLinearAddFused): %s is %g; expected a positive "
+                     "finite number", n->name, names[i], (double)v);
+  }
+  ctx->out_shape[0] = ctx->in_shape[0];
+  ctx->out_dtype[0] = CX_S8;
+  return CX_OK;
+}
+
 #define QUANT_ATTRS                                                                                \
   {"scales", CX_ATTR_FLOATS, true}, {"act_min", CX_ATTR_FLOAT, false},                             \
       {"act_max", CX_ATTR_FLOAT, false}, {"quantized_output", CX_ATTR_INT, false}
@@ -88,9 +115,16 @@ static const cx_attr_schema qconv_attrs[] = {
 };
 static const cx_attr_schema qgemm_attrs[] = {QUANT_ATTRS, {NULL, 0, false}};
 
+static const cx_attr_schema qadd_attrs[] = {
+    {"a_scale", CX_ATTR_FLOAT, true}, {"b_scale", CX_ATTR_FLOAT, true},
+    {"y_scale", CX_ATTR_FLOAT, true}, {"act_min", CX_ATTR_FLOAT, false},
+    {"act_max", CX_ATTR_FLOAT, false}, {NULL, 0, false}};
+
+static const cx_op_def op_qadd = {"QLinearAddFused", CX_DOMAIN_COMPRESS, 2, 2, 1, 1, qadd_attrs,
+                                  qadd_infer, NULL, NULL, CX_OP_NO_GRAD};
 static const cx_op_def op_qconv = {"QLinearConvFused", CX_DOMAIN_COMPRESS, 2, 3, 1, 1,
                                    qconv_attrs, qconv_infer, NULL, NULL, CX_OP_NO_GRAD};
 static const cx_op_def op_qgemm = {"QLinearGemmFused", CX_DOMAIN_COMPRESS, 2, 3, 1, 1,
                                    qgemm_attrs, qgemm_infer, NULL, NULL, CX_OP_NO_GRAD};
 
-const cx_op_def *const cx_ops_qlinear[] = {&op_qconv, &op_qgemm, NULL};
+const cx_op_def *const cx_ops_qlinear[] = {&op_qconv, &op_qgemm, &op_qadd, NULL};

@@ -161,7 +161,33 @@ static cx_status qlin_run(const cx_kernel_args *a) {
   return cx_dnnl_exec_run(&s->e, a);
 }
 
+/* ---- QLinearAddFused --------------------------------------------------------------------------- */
+
+/* The f32 operations of DequantizeLinear (q·s), Add, Relu / Clip and QuantizeLinear (a division,
+ * rounded half to even, as kernels/cpu/quant.c does it), in one pass over int8 memory. A, B and Y
+ * share one layout (CX_LAYOUT_ELTWISE with equal shapes), so the flat loop serves both. The
+ * products and the sum stay separate roundings as in those ops' kernels (the build targets
+ * plain x86-64, so nothing contracts them into an FMA). */
+static cx_status qadd_run(const cx_kernel_args *a) {
+  const cx_node *n = a->node;
+  const float sa = cx_node_float(n, "a_scale", 1), sb = cx_node_float(n, "b_scale", 1),
+              sy = cx_node_float(n, "y_scale", 1), lo = cx_node_float(n, "act_min", -INFINITY),
+              hi = cx_node_float(n, "act_max", INFINITY);
+  const signed char *x = a->in[0].data, *y = a->in[1].data;
+  signed char *out = a->out[0].data;
+  int64_t count = cx_shape_numel(&a->out[0].shape);
+#pragma omp parallel for schedule(static) if (count > 32768)
+  for (int64_t i = 0; i < count; i++) {
+    float v = (float)x[i] * sa + (float)y[i] * sb;
+    v = fminf(fmaxf(v, lo), hi);
+    float q = nearbyintf(v / sy);
+    out[i] = (signed char)(q < -128 ? -128 : q > 127 ? 127 : q);
+  }
+  return CX_OK;
+}
+
 const cx_kernel cx_cpu_qlinear[] = {
+    {"QLinearAddFused", NULL, qadd_run, NULL, CX_LAYOUT_ELTWISE},
     {"QLinearConvFused", qconv_prepare, qlin_run, qlin_release, CX_LAYOUT_ANY},
     {"QLinearGemmFused", qgemm_prepare, qlin_run, qlin_release, 0},
     {NULL, NULL, NULL, NULL, 0},

@@ -47,7 +47,22 @@ static cx_status ref_qgemm(const cx_ref_args *a) {
   return CX_OK;
 }
 
+/* Y = saturate(round_half_even(clamp(A·a_scale + B·b_scale) / y_scale)). */
+static cx_status ref_qadd(const cx_ref_args *a) {
+  const cx_node *n = a->node;
+  double sa = cx_node_float(n, "a_scale", 1), sb = cx_node_float(n, "b_scale", 1),
+         sy = cx_node_float(n, "y_scale", 1);
+  double lo = cx_node_float(n, "act_min", -INFINITY), hi = cx_node_float(n, "act_max", INFINITY);
+  for (int64_t i = 0; i < cx_shape_numel(&a->out[0].shape); i++) {
+    double v = a->in[0].data[i] * sa + a->in[1].data[i] * sb;
+    v = nearbyint((v < lo ? lo : v > hi ? hi : v) / sy);
+    a->out[0].data[i] = v < -128 ? -128 : v > 127 ? 127 : v;
+  }
+  return CX_OK;
+}
+
 const cx_ref_entry cx_ref_qlinear[] = {
+    {"QLinearAddFused", ref_qadd},
     {"QLinearConvFused", ref_qconv},
     {"QLinearGemmFused", ref_qgemm},
     {NULL, NULL},
