@@ -12,12 +12,14 @@
  *
  * With a path (test_int8 MODEL.int8.onnx: tests/CMakeLists.txt makes one from the built-in
  * resnet20 with ONNX Runtime's quantize_static), the same comparison on that file: every
- * QuantizeLinear output is made a graph output and compared, over a batch of random inputs. */
+ * QuantizeLinear output is made a graph output and compared, over a batch of random inputs, or
+ * (test_int8 MODEL X.npy) over the first BATCH samples of X (f32 NCHW). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/npy.h"
 #include "../core/op.h"
 #include "../core/program.h"
 #include "../core/rng.h"
@@ -312,7 +314,7 @@ static int compare_layers(const cx_program *p8, const cx_program *pf) {
 }
 
 /* The imported QDQ file: every int8 activation and the predictions, INT8 against CX_INT8=off. */
-static int check_file(const char *path) {
+static int check_file(const char *path, const char *npy) {
   cx_graph *g = NULL;
   if (cx_onnx_import(path, &g, NULL) != CX_OK) {
     fprintf(stderr, "FAIL: %s\n", cx_last_error());
@@ -332,6 +334,21 @@ static int check_file(const char *path) {
   int64_t nx = cx_shape_numel(&xs);
   float *in = malloc(sizeof(float) * (size_t)nx);
   for (int64_t i = 0; i < nx; i++) in[i] = 2 * cx_rng_uniform(77, (uint64_t)i) - 1;
+  if (npy) {
+    cx_dtype dt;
+    cx_shape ns;
+    void *d = NULL;
+    if (cx_npy_read(npy, &dt, &ns, &d) != CX_OK || dt != CX_F32 || cx_shape_numel(&ns) < nx) {
+      fprintf(stderr, "FAIL: %s: expected f32 with at least %d samples of the input\n", npy, BATCH);
+      free(d);
+      free(in);
+      free(acts);
+      cx_graph_free(g);
+      return 1;
+    }
+    memcpy(in, d, sizeof(float) * (size_t)nx);
+    free(d);
+  }
   int fails = 1;
   cx_program *p8 = run_input(g, true, g->values[x].name, in), *pf = run_input(g, false, g->values[x].name, in);
   if (p8 && pf) {
@@ -353,7 +370,7 @@ static int check_file(const char *path) {
 
 int main(int argc, char **argv) {
   if (argc > 1) {
-    int f = check_file(argv[1]);
+    int f = check_file(argv[1], argc > 2 ? argv[2] : NULL);
     printf("%s: %d failure(s)\n", f ? "FAIL" : "ok", f);
     return f != 0;
   }
