@@ -176,12 +176,19 @@ static cx_status qadd_run(const cx_kernel_args *a) {
   const signed char *x = a->in[0].data, *y = a->in[1].data;
   signed char *out = a->out[0].data;
   int64_t count = cx_shape_numel(&a->out[0].shape);
+  /* Rounding half to even as nearbyintf does it, but in a form the compiler vectorises: for
+   * |t| <= 128, adding and subtracting 1.5·2^23 rounds t to an integer in the current (nearest
+   * even) mode, without nearbyintf's call per element. Saturating before rounding gives the same
+   * integers, the bounds being integers. (GCC still does not vectorise the loop, for the
+   * clamps' control flow: an SSE version is left to do; the add is 45% of resnet20's INT8 step.) */
+  const float magic = 0x1.8p23f;
 #pragma omp parallel for schedule(static) if (count > 32768)
   for (int64_t i = 0; i < count; i++) {
     float v = (float)x[i] * sa + (float)y[i] * sb;
-    v = fminf(fmaxf(v, lo), hi);
-    float q = nearbyintf(v / sy);
-    out[i] = (signed char)(q < -128 ? -128 : q > 127 ? 127 : q);
+    v = v < lo ? lo : v > hi ? hi : v;
+    float t = v / sy;
+    t = t < -128.0f ? -128.0f : t > 127.0f ? 127.0f : t;
+    out[i] = (signed char)(int)((t + magic) - magic);
   }
   return CX_OK;
 }
