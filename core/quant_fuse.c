@@ -95,7 +95,7 @@ static bool nonneg_f(const qf *q, int v, int depth) {
     return qparams(q, p, &ns) && nonneg_q(q, p->in[0], depth + 1);
   }
   if (!strcmp(op, "MaxPool") || !strcmp(op, "AveragePool") || !strcmp(op, "GlobalAveragePool") ||
-      !strcmp(op, "Flatten") || !strcmp(op, "Reshape"))
+      !strcmp(op, "Flatten") || !strcmp(op, "Reshape") || !strcmp(op, "Dropout"))
     return nonneg_f(q, p->in[0], depth + 1);
   return false;
 }
@@ -409,10 +409,11 @@ static bool same_params(const qf *q, const cx_node *a, const cx_node *b) {
 }
 
 /* Ops f with Q(f(DQ(Q(x)))) = Q(f(x)) for one set of parameters: monotone per element (Relu,
- * Clip, MaxPool: rounding and saturation are monotone too) or moving elements only. */
+ * Clip, MaxPool: rounding and saturation are monotone too) or moving elements only (Dropout
+ * copies in inference programs, the only ones this pass sees). */
 static bool commutes(const char *op) {
   return !strcmp(op, "Relu") || !strcmp(op, "Clip") || !strcmp(op, "MaxPool") ||
-         !strcmp(op, "Reshape") || !strcmp(op, "Flatten");
+         !strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Dropout");
 }
 
 /* Q1(x) → DQ → f → Q2 with Q1 and Q2 alike, each link read once: f reads x and the first pair

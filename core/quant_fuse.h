@@ -12,7 +12,7 @@
  *   [→ Relu | Clip with constant bounds] [→ QuantizeLinear(scalar scale, int8 zero point 0)]
  *
  * (after collapsing Q → DQ → f → Q' with Q, Q' alike around f in Relu, Clip, MaxPool, Reshape,
- * Flatten into f → Q': the same integers) and replaces it with one QLinearConvFused or
+ * Flatten, Dropout into f → Q': the same integers) and replaces it with one QLinearConvFused or
  * QLinearGemmFused node (core/ops/qlinear.c) that
  * reads x_q and w_q and writes the QuantizeLinear's int8 output (or, with no QuantizeLinear
  * after it, the f32 result: the logits). Its output value keeps the replaced value's name and
@@ -23,11 +23,11 @@
  *
  * x_q must be known to be >= 0: its QuantizeLinear reads a Relu, a Clip with min >= 0, a fused
  * node whose act_min is >= 0, or a DequantizeLinear of such a value through MaxPool, AveragePool,
- * GlobalAveragePool, Flatten or Reshape. oneDNN's int8 primitives on x86 CPUs without VNNI (this
- * project's AMD EPYC: AVX2) multiply with vpmaddubsw, which saturates int16 pair sums: they are
- * exact only for uint8 sources up to 128 against int8 weights (and lossy for int8 sources, whose
- * weights they halve). A non-negative int8 tensor is such a uint8 tensor byte for byte, so the
- * kernel reads it as uint8. What is not matched (signed inputs: the first convolution, a
+ * GlobalAveragePool, Flatten, Reshape or Dropout. oneDNN's int8 primitives on x86 CPUs without
+ * VNNI (this project's AMD EPYC: AVX2) multiply with vpmaddubsw, which saturates int16 pair sums:
+ * they are exact only for uint8 sources up to 128 against int8 weights (and lossy for int8
+ * sources, whose weights they halve). A non-negative int8 tensor is such a uint8 tensor byte for
+ * byte, so the kernel reads it as uint8. What is not matched (signed inputs: the first convolution, a
  * MobileNetV2 block's expansion; uint8 or non-zero zero points) stays float and runs as before.
  *
  * CX_INT8=off in the environment turns the pass off (the float QDQ simulation, to compare). */
