@@ -12,6 +12,7 @@
 #include "layout.h"
 #include "op.h"
 #include "plan.h"
+#include "quant_fuse.h"
 #include "recompute.h"
 
 enum { ALIGN = 64 };
@@ -408,8 +409,15 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
   CX_TRY(schedule(g));
   if (o->training) CX_TRY(use_train_ops(g));
   if (o->training) CX_TRY(cx_fuse_training(g));
-  p->n_fwd = g->n_nodes;
   CX_TRY(infer_values(g, o->batch, 0));
+  /* INT8 runtime: QDQ patterns become int8 ops (core/quant_fuse.h); they are appended, so the
+   * graph is ordered and inferred again */
+  if (!o->training && cx_quant_fuse_enabled()) {
+    CX_TRY(cx_quant_fuse(g));
+    CX_TRY(schedule(g));
+    CX_TRY(infer_values(g, o->batch, 0));
+  }
+  p->n_fwd = g->n_nodes;
   if (o->training) {
     CX_TRY(build_backward(p, o->loss));
     CX_TRY(infer_values(g, o->batch, p->n_fwd));

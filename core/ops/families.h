@@ -15,5 +15,6 @@ extern const cx_op_def *const cx_ops_reduce[];
 extern const cx_op_def *const cx_ops_loss[];
 extern const cx_op_def *const cx_ops_optim[];
 extern const cx_op_def *const cx_ops_quant[];
+extern const cx_op_def *const cx_ops_qlinear[];
 
 #endif

@@ -4,6 +4,7 @@
 
 #include "conv_depthwise.h"
 #include "cpu.h"
+#include "dnnl_exec.h"
 #include "dnnl_util.h"
 
 /* Conv and ConvGrad on the CPU: oneDNN primitives built once in prepare, except depthwise 3x3 on
@@ -27,128 +28,6 @@
  *   CX_CONV_DW_NHWC=c | dnnl      channels-last depthwise 3x3 weight gradients always / never
  *                                 through conv_depthwise_nhwc.c (default: where oneDNN has no
  *                                 depthwise kernel for the shape) */
-
-/* ---- one oneDNN primitive with its arguments --------------------------------------------------- */
-
-enum { MAX_ARGS = 5 };
-
-static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
-
-/* A tensor argument: `user` wraps the program's plain buffer; when the primitive wants another
- * layout, `inner` is a buffer of that layout in scratch and `reorder` converts between the two. */
-typedef struct conv_arg {
-  int arg;       /* DNNL_ARG_* */
-  bool output;   /* kernel output `index`, else kernel input `index` */
-  int index;
-  dnnl_memory_t user, inner;
-  dnnl_primitive_t reorder;
-  size_t offset; /* of inner in scratch */
-} conv_arg;
-
-typedef struct conv_exec {
-  dnnl_primitive_t prim;
-  dnnl_memory_t scratchpad; /* oneDNN's, at scratch offset 0 */
-  int n;
-  conv_arg a[MAX_ARGS];
-  size_t scratch;           /* bytes: the scratchpad, then the inner buffers */
-} conv_exec;
-
-static void exec_release(conv_exec *e) {
-  for (int k = 0; k < e->n; k++) {
-    if (e->a[k].user) dnnl_memory_destroy(e->a[k].user);
-    if (e->a[k].inner) dnnl_memory_destroy(e->a[k].inner);
-    if (e->a[k].reorder) dnnl_primitive_destroy(e->a[k].reorder);
-  }
-  if (e->scratchpad) dnnl_memory_destroy(e->scratchpad);
-  if (e->prim) dnnl_primitive_destroy(e->prim);
-  memset(e, 0, sizeof *e);
-}
-
-static cx_status make_reorder(dnnl_primitive_t *r, const cx_node *node,
-                              const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to) {
-  dnnl_engine_t eng = cx_dnnl_engine();
-  dnnl_primitive_desc_t rpd;
-  CX_DNNL(dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, NULL), node);
-  dnnl_status_t s = dnnl_primitive_create(r, rpd);
-  dnnl_primitive_desc_destroy(rpd);
-  CX_DNNL(s, node);
-  return CX_OK;
-}
-
-/* Adds argument `arg` of the primitive, backed by kernel input or output `index` of layout user_md. */
-static cx_status exec_arg(conv_exec *e, const cx_node *node, const_dnnl_primitive_desc_t pd, int arg,
-                          const dnnl_memory_desc_t *user_md, bool output, int index) {
-  dnnl_engine_t eng = cx_dnnl_engine();
-  conv_arg *x = &e->a[e->n++];
-  *x = (conv_arg){.arg = arg, .output = output, .index = index};
-  CX_DNNL(dnnl_memory_create(&x->user, user_md, eng, DNNL_MEMORY_NONE), node);
-  const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, arg);
-  if (!md || dnnl_memory_desc_equal(md, user_md)) return CX_OK;
-  CX_DNNL(dnnl_memory_create(&x->inner, md, eng, DNNL_MEMORY_NONE), node);
-  x->offset = e->scratch;
-  e->scratch += align64(dnnl_memory_desc_get_size(md));
-  return output ? make_reorder(&x->reorder, node, md, user_md)
-                : make_reorder(&x->reorder, node, user_md, md);
-}
-
-/* Makes the primitive descriptor (scratchpad owned by us) and the primitive; the caller adds the
- * tensor arguments, then destroys *pd. */
-static cx_status exec_create(conv_exec *e, const cx_node *node, const dnnl_convolution_desc_t *cd,
-                             const_dnnl_primitive_desc_t hint, dnnl_primitive_desc_t *pd) {
-  dnnl_engine_t eng = cx_dnnl_engine();
-  dnnl_primitive_attr_t attr;
-  if (!eng) return CX_ERR_BACKEND;
-  CX_DNNL(dnnl_primitive_attr_create(&attr), node);
-  dnnl_status_t s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-  if (s == dnnl_success) s = dnnl_primitive_desc_create(pd, cd, attr, eng, hint);
-  dnnl_primitive_attr_destroy(attr);
-  CX_DNNL(s, node);
-  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(*pd, dnnl_query_scratchpad_md, 0);
-  size_t bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
-  e->scratch = align64(bytes);
-  if (bytes) s = dnnl_memory_create(&e->scratchpad, smd, eng, DNNL_MEMORY_NONE);
-  if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, *pd);
-  if (s != dnnl_success) {
-    dnnl_primitive_desc_destroy(*pd);
-    *pd = NULL;
-    return cx_fail(CX_ERR_BACKEND, "creating the oneDNN convolution failed (status %d) in node '%s'",
-                   (int)s, node->name);
-  }
-  return CX_OK;
-}
-
-static cx_status run_reorder(const conv_arg *x, dnnl_stream_t st, const cx_node *node) {
-  dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, x->output ? x->inner : x->user},
-                          {DNNL_ARG_TO, x->output ? x->user : x->inner}};
-  CX_DNNL(dnnl_primitive_execute(x->reorder, st, 2, r), node);
-  return CX_OK;
-}
-
-/* Points every memory at this run's buffers, reorders the inputs in, runs, reorders the outputs out. */
-static cx_status exec_run(const conv_exec *e, const cx_kernel_args *a) {
-  dnnl_stream_t st = cx_dnnl_stream();
-  char *scratch = a->scratch;
-  dnnl_exec_arg_t args[MAX_ARGS + 1];
-  int n = 0;
-  if (!st) return CX_ERR_BACKEND;
-  if (e->scratchpad) {
-    CX_DNNL(dnnl_memory_set_data_handle(e->scratchpad, scratch), a->node);
-    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratchpad};
-  }
-  for (int k = 0; k < e->n; k++) {
-    const conv_arg *x = &e->a[k];
-    CX_DNNL(dnnl_memory_set_data_handle(x->user, (x->output ? a->out : a->in)[x->index].data),
-            a->node);
-    if (x->inner) CX_DNNL(dnnl_memory_set_data_handle(x->inner, scratch + x->offset), a->node);
-    if (x->inner && !x->output) CX_TRY(run_reorder(x, st, a->node));
-    args[n++] = (dnnl_exec_arg_t){x->arg, x->inner ? x->inner : x->user};
-  }
-  CX_DNNL(dnnl_primitive_execute(e->prim, st, n, args), a->node);
-  for (int k = 0; k < e->n; k++)
-    if (e->a[k].inner && e->a[k].output) CX_TRY(run_reorder(&e->a[k], st, a->node));
-  CX_DNNL(dnnl_stream_wait(st), a->node);
-  return CX_OK;
-}
 
 /* ---- descriptors ------------------------------------------------------------------------------- */
 
@@ -273,7 +152,7 @@ typedef struct conv_state {
   cx_conv_geom g;
   conv_path path;
   bool want[3];            /* ConvGrad: dX, dW, dB */
-  conv_exec fwd, bwd_data, bwd_weights;
+  cx_dnnl_exec fwd, bwd_data, bwd_weights;
   bool own_wgrad;          /* channels-last depthwise dW/dB through conv_depthwise_nhwc.c */
   int threads;             /* its scratch is sized for this many */
 } conv_state;
@@ -281,9 +160,9 @@ typedef struct conv_state {
 static void conv_release(void *p) {
   conv_state *s = p;
   if (!s) return;
-  exec_release(&s->fwd);
-  exec_release(&s->bwd_data);
-  exec_release(&s->bwd_weights);
+  cx_dnnl_exec_release(&s->fwd);
+  cx_dnnl_exec_release(&s->bwd_data);
+  cx_dnnl_exec_release(&s->bwd_weights);
   free(s);
 }
 
@@ -331,15 +210,15 @@ static cx_status conv_build_fwd(conv_state *s, const cx_kernel_args *a) {
   dnnl_convolution_desc_t cd;
   dnnl_primitive_desc_t pd;
   bool bias = has_bias(a);
-  conv_exec *e = &s->fwd;
+  cx_dnnl_exec *e = &s->fwd;
   conv_io io = {&a->in[0], &a->out[0], &a->in[1]};
   CX_TRY(mds_init(&m, a->node, &s->g, &io, conv_types_for(a->precision, CONV_WRITES_DST, &s->g)));
   CX_TRY(fwd_desc(&cd, a->node, &m, a->training, bias));
-  CX_TRY(exec_create(e, a->node, &cd, NULL, &pd));
-  cx_status st = exec_arg(e, a->node, pd, DNNL_ARG_SRC, &m.u_src, false, 0);
-  if (st == CX_OK) st = exec_arg(e, a->node, pd, DNNL_ARG_WEIGHTS, &m.u_wei, false, 1);
-  if (st == CX_OK && bias) st = exec_arg(e, a->node, pd, DNNL_ARG_BIAS, &m.bias, false, 2);
-  if (st == CX_OK) st = exec_arg(e, a->node, pd, DNNL_ARG_DST, &m.u_dst, true, 0);
+  CX_TRY(cx_dnnl_exec_create(e, a->node, &cd, NULL, NULL, &pd));
+  cx_status st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_SRC, &m.u_src, false, 0);
+  if (st == CX_OK) st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_WEIGHTS, &m.u_wei, false, 1);
+  if (st == CX_OK && bias) st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_BIAS, &m.bias, false, 2);
+  if (st == CX_OK) st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_DST, &m.u_dst, true, 0);
   dnnl_primitive_desc_destroy(pd);
   return st;
 }
@@ -360,7 +239,7 @@ static cx_status conv_prepare(const cx_kernel_args *a, void **state, size_t *scr
 
 static cx_status conv_run(const cx_kernel_args *a) {
   const conv_state *s = a->state;
-  if (s->path == PATH_DNNL) return exec_run(&s->fwd, a);
+  if (s->path == PATH_DNNL) return cx_dnnl_exec_run(&s->fwd, a);
   cx_conv_dw3x3_forward(&s->g, cx_f32(&a->in[0]), cx_f32(&a->in[1]),
                         has_bias(a) ? cx_f32(&a->in[2]) : NULL, cx_f32(&a->out[0]),
                         s->path == PATH_DW_AVX512);
@@ -388,7 +267,7 @@ static cx_status grad_build_data(conv_state *s, const cx_kernel_args *a) {
   conv_mds mds, *m = &mds;
   dnnl_convolution_desc_t cd;
   dnnl_primitive_desc_t pd, hint;
-  conv_exec *e = &s->bwd_data;
+  cx_dnnl_exec *e = &s->bwd_data;
   conv_io io = {&a->out[0], &a->in[0], &a->in[2]};
   CX_TRY(mds_init(m, a->node, &s->g, &io, conv_types_for(a->precision, CONV_WRITES_SRC, &s->g)));
   CX_DNNL(dnnl_dilated_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &m->src,
@@ -396,12 +275,12 @@ static cx_status grad_build_data(conv_state *s, const cx_kernel_args *a) {
                                                            m->dilates, m->pad_l, m->pad_r),
           a->node);
   CX_TRY(grad_hint(&hint, a, &s->g, &io, false));
-  cx_status st = exec_create(e, a->node, &cd, hint, &pd);
+  cx_status st = cx_dnnl_exec_create(e, a->node, &cd, NULL, hint, &pd);
   dnnl_primitive_desc_destroy(hint);
   CX_TRY(st);
-  st = exec_arg(e, a->node, pd, DNNL_ARG_DIFF_DST, &m->u_dst, false, 0);
-  if (st == CX_OK) st = exec_arg(e, a->node, pd, DNNL_ARG_WEIGHTS, &m->u_wei, false, 2);
-  if (st == CX_OK) st = exec_arg(e, a->node, pd, DNNL_ARG_DIFF_SRC, &m->u_src, true, 0);
+  st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_DIFF_DST, &m->u_dst, false, 0);
+  if (st == CX_OK) st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_WEIGHTS, &m->u_wei, false, 2);
+  if (st == CX_OK) st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_DIFF_SRC, &m->u_src, true, 0);
   dnnl_primitive_desc_destroy(pd);
   return st;
 }
@@ -412,7 +291,7 @@ static cx_status grad_build_weights(conv_state *s, const cx_kernel_args *a) {
   dnnl_convolution_desc_t cd;
   dnnl_primitive_desc_t pd, hint;
   bool db = s->want[2];
-  conv_exec *e = &s->bwd_weights;
+  cx_dnnl_exec *e = &s->bwd_weights;
   conv_io io = {&a->in[1], &a->in[0], &a->out[1]};
   CX_TRY(mds_init(m, a->node, &s->g, &io, conv_types_for(a->precision, CONV_WRITES_WEI, &s->g)));
   CX_DNNL(dnnl_dilated_convolution_backward_weights_desc_init(
@@ -420,13 +299,13 @@ static cx_status grad_build_weights(conv_state *s, const cx_kernel_args *a) {
               m->strides, m->dilates, m->pad_l, m->pad_r),
           a->node);
   CX_TRY(grad_hint(&hint, a, &s->g, &io, db));
-  cx_status st = exec_create(e, a->node, &cd, hint, &pd);
+  cx_status st = cx_dnnl_exec_create(e, a->node, &cd, NULL, hint, &pd);
   dnnl_primitive_desc_destroy(hint);
   CX_TRY(st);
-  st = exec_arg(e, a->node, pd, DNNL_ARG_SRC, &m->u_src, false, 1);
-  if (st == CX_OK) st = exec_arg(e, a->node, pd, DNNL_ARG_DIFF_DST, &m->u_dst, false, 0);
-  if (st == CX_OK) st = exec_arg(e, a->node, pd, DNNL_ARG_DIFF_WEIGHTS, &m->u_wei, true, 1);
-  if (st == CX_OK && db) st = exec_arg(e, a->node, pd, DNNL_ARG_DIFF_BIAS, &m->bias, true, 2);
+  st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_SRC, &m->u_src, false, 1);
+  if (st == CX_OK) st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_DIFF_DST, &m->u_dst, false, 0);
+  if (st == CX_OK) st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_DIFF_WEIGHTS, &m->u_wei, true, 1);
+  if (st == CX_OK && db) st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_DIFF_BIAS, &m->bias, true, 2);
   dnnl_primitive_desc_destroy(pd);
   return st;
 }
@@ -451,7 +330,7 @@ static cx_status grad_build(conv_state *s, const cx_kernel_args *a) {
   cx_status st = s->want[0] ? grad_build_data(s, a) : CX_OK;
   if (st == CX_OK && s->want[1]) st = grad_build_weights(s, a);
   if (st == CX_OK && s->want[1] && want_own_wgrad(s, a)) {
-    exec_release(&s->bwd_weights);
+    cx_dnnl_exec_release(&s->bwd_weights);
     s->own_wgrad = true;
     s->threads = omp_get_max_threads();
     s->bwd_weights.scratch = cx_conv_dw3x3_nhwc_wgrad_scratch(&s->g, s->threads);
@@ -492,12 +371,12 @@ static void bias_grad(const cx_conv_geom *g, const cx_tensor *dyt, float *db) {
 }
 
 static cx_status grad_run_dnnl(const conv_state *s, const cx_kernel_args *a) {
-  if (s->want[0]) CX_TRY(exec_run(&s->bwd_data, a));
+  if (s->want[0]) CX_TRY(cx_dnnl_exec_run(&s->bwd_data, a));
   if (s->own_wgrad)
     cx_conv_dw3x3_nhwc_backward_weights(&s->g, cx_f32(&a->in[1]), cx_f32(&a->in[0]),
                                         cx_f32(&a->out[1]), s->want[2] ? cx_f32(&a->out[2]) : NULL,
                                         a->scratch, s->threads);
-  else if (s->want[1]) CX_TRY(exec_run(&s->bwd_weights, a));
+  else if (s->want[1]) CX_TRY(cx_dnnl_exec_run(&s->bwd_weights, a));
   else if (s->want[2]) bias_grad(&s->g, &a->in[0], cx_f32(&a->out[2]));
   return CX_OK;
 }

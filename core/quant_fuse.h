@@ -1,0 +1,39 @@
+#ifndef CX_QUANT_FUSE_H
+#define CX_QUANT_FUSE_H
+
+#include "graph.h"
+
+/* The INT8 runtime's compile pass, for inference programs (called by cx_program_compile after
+ * shapes are inferred). It recognises, in a QDQ graph,
+ *
+ *   DequantizeLinear(x_q int8, scalar scale, zero point 0) ─┐
+ *   DequantizeLinear(w_q int8 initializer, scale per output channel or scalar, zero point 0) ─┤
+ *   [bias f32 initializer] ─┴─► Conv (any group) | Gemm (alpha = beta = 1, transA = 0) | MatMul
+ *   [→ Relu | Clip with constant bounds] [→ QuantizeLinear(scalar scale, int8 zero point 0)]
+ *
+ * (after collapsing Q → DQ → f → Q' with Q, Q' alike around f in Relu, Clip, MaxPool, Reshape,
+ * Flatten, Dropout into f → Q': the same integers) and replaces it with one QLinearConvFused or
+ * QLinearGemmFused node (core/ops/qlinear.c) that
+ * reads x_q and w_q and writes the QuantizeLinear's int8 output (or, with no QuantizeLinear
+ * after it, the f32 result: the logits). Its output value keeps the replaced value's name and
+ * type, so what reads it does not change. DequantizeLinear nodes left without readers go.
+ *
+ * Add(DQ(a int8), DQ(b int8)) [→ Relu | Clip] → QuantizeLinear, a and b of one shape, becomes
+ * QLinearAddFused(a, b): the same f32 operations in one pass over int8 memory.
+ *
+ * x_q must be known to be >= 0: its QuantizeLinear reads a Relu, a Clip with min >= 0, a fused
+ * node whose act_min is >= 0, or a DequantizeLinear of such a value through MaxPool, AveragePool,
+ * GlobalAveragePool, Flatten, Reshape or Dropout. oneDNN's int8 primitives on x86 CPUs without
+ * VNNI (this project's AMD EPYC: AVX2) multiply with vpmaddubsw, which saturates int16 pair sums:
+ * they are exact only for uint8 sources up to 128 against int8 weights (and lossy for int8
+ * sources, whose weights they halve). A non-negative int8 tensor is such a uint8 tensor byte for
+ * byte, so the kernel reads it as uint8. What is not matched (signed inputs: the first convolution, a
+ * MobileNetV2 block's expansion; uint8 or non-zero zero points) stays float and runs as before.
+ *
+ * CX_INT8=off in the environment turns the pass off (the float QDQ simulation, to compare). */
+cx_status cx_quant_fuse(cx_graph *g);
+
+/* Whether the pass is on (CX_INT8 is not "off"). */
+bool cx_quant_fuse_enabled(void);
+
+#endif

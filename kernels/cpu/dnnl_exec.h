@@ -1,0 +1,51 @@
+#ifndef CX_DNNL_EXEC_H
+#define CX_DNNL_EXEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../../core/backend.h"
+#include "dnnl_util.h"
+
+/* One oneDNN primitive with its tensor arguments, built once in a kernel's prepare and run many
+ * times (Conv, ConvGrad, the INT8 runtime's QLinearConvFused / QLinearGemmFused). Each argument
+ * wraps a kernel input or output; where the primitive wants another layout or type than the
+ * program's buffer, the argument goes through a buffer of the primitive's layout in scratch and a
+ * reorder (before the primitive for inputs, after it for outputs). Those buffers and oneDNN's own
+ * scratchpad are the kernel's scratch. */
+
+enum { CX_DNNL_MAX_ARGS = 5 };
+
+typedef struct cx_dnnl_arg {
+  int arg;       /* DNNL_ARG_* */
+  bool output;   /* kernel output `index`, else kernel input `index` */
+  int index;
+  dnnl_memory_t user, inner;
+  dnnl_primitive_t reorder;
+  size_t offset; /* of inner in scratch */
+} cx_dnnl_arg;
+
+typedef struct cx_dnnl_exec {
+  dnnl_primitive_t prim;
+  dnnl_memory_t scratchpad; /* oneDNN's, at scratch offset 0 */
+  int n;
+  cx_dnnl_arg a[CX_DNNL_MAX_ARGS];
+  size_t scratch;           /* bytes: the scratchpad, then the inner buffers */
+} cx_dnnl_exec;
+
+/* Makes the primitive descriptor of op descriptor `desc` with attributes `attr` (NULL: none;
+ * copied, with the scratchpad made ours) and the primitive; the caller adds the tensor
+ * arguments, then destroys *pd. */
+cx_status cx_dnnl_exec_create(cx_dnnl_exec *e, const cx_node *node, const_dnnl_op_desc_t desc,
+                              const_dnnl_primitive_attr_t attr, const_dnnl_primitive_desc_t hint,
+                              dnnl_primitive_desc_t *pd);
+/* Adds argument `arg` of the primitive, backed by kernel input or output `index` of layout
+ * user_md. */
+cx_status cx_dnnl_exec_arg(cx_dnnl_exec *e, const cx_node *node, const_dnnl_primitive_desc_t pd,
+                           int arg, const dnnl_memory_desc_t *user_md, bool output, int index);
+/* Points every memory at this run's buffers, reorders the inputs in, runs, reorders the outputs
+ * out. */
+cx_status cx_dnnl_exec_run(const cx_dnnl_exec *e, const cx_kernel_args *a);
+void cx_dnnl_exec_release(cx_dnnl_exec *e);
+
+#endif
