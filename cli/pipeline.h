@@ -171,6 +171,17 @@ bool cx_pipeline_kd_available(void);
  * batch counts to r->result); the temperature and alpha are [distill]'s. */
 cx_status cx_pipeline_kd_begin(cx_stage_run *r, const cx_graph *teacher, void **kd);
 cx_status cx_pipeline_kd_end(cx_stage_run *r, void *kd);
+/* A later stage's fine-tune (prune, QAT) distils from the pipeline's teacher, teacher.onnx, when
+ * the file has a [teacher] and the build has distill/ (else _begin adds nothing): the teacher's
+ * graph and the KD state, which _end closes. The salt appends what the distillation depends on. */
+typedef struct cx_pipeline_kd_tune {
+  cx_graph *teacher;
+  void *kd;
+} cx_pipeline_kd_tune;
+bool cx_pipeline_has_teacher(const cx_pipeline *p);
+void cx_pipeline_kd_tune_salt(const cx_pipeline *p, char *buf, size_t size);
+cx_status cx_pipeline_kd_tune_begin(cx_stage_run *r, cx_pipeline_kd_tune *t);
+cx_status cx_pipeline_kd_tune_end(cx_stage_run *r, cx_pipeline_kd_tune *t);
 cx_status cx_pipeline_distill_begin(cx_stage_run *r);
 cx_status cx_pipeline_distill_end(cx_stage_run *r);
 /* The prune stage (cli/pipeline_prune.c). */

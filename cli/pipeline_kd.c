@@ -4,7 +4,10 @@
  * trains, never run without the KD loss. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "../import/onnx.h"
+#include "commands.h"
 #include "pipeline.h"
 
 #if defined(__has_include)
@@ -64,6 +67,35 @@ cx_status cx_pipeline_kd_end(cx_stage_run *r, void *kd) {
 }
 
 #endif
+
+bool cx_pipeline_has_teacher(const cx_pipeline *p) {
+  return p->stages[cx_pipeline_stage_find("teacher")].present;
+}
+
+void cx_pipeline_kd_tune_salt(const cx_pipeline *p, char *buf, size_t size) {
+  size_t at = strlen(buf);
+  if (cx_pipeline_has_teacher(p))
+    snprintf(buf + at, size - at, "|kd|T=%a|a=%a", p->temperature, p->alpha);
+}
+
+cx_status cx_pipeline_kd_tune_begin(cx_stage_run *r, cx_pipeline_kd_tune *t) {
+  *t = (cx_pipeline_kd_tune){0};
+  if (!cx_pipeline_has_teacher(r->p) || !cx_pipeline_kd_available()) return CX_OK;
+  char path[CX_CLI_PATH_MAX], *old = NULL;
+  snprintf(path, sizeof path, "%s/%s", r->out,
+           r->p->stages[cx_pipeline_stage_find("teacher")].output);
+  CX_TRY(cx_onnx_import(path, &t->teacher, NULL));
+  cx_cli_rename_input(t->teacher, &old);
+  free(old);
+  return cx_pipeline_kd_begin(r, t->teacher, &t->kd);
+}
+
+cx_status cx_pipeline_kd_tune_end(cx_stage_run *r, cx_pipeline_kd_tune *t) {
+  cx_status s = cx_pipeline_kd_end(r, t->kd);
+  cx_graph_free(t->teacher);
+  *t = (cx_pipeline_kd_tune){0};
+  return s;
+}
 
 /* The distill stage's teacher is its input stage's model. */
 cx_status cx_pipeline_distill_begin(cx_stage_run *r) {

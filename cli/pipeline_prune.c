@@ -14,21 +14,14 @@
 #include "pipeline.h"
 
 typedef struct prune_run {
-  cx_graph *teacher;
-  void *kd;
+  cx_pipeline_kd_tune kd;
   cx_prune_masker *masker;
 } prune_run;
-
-static bool has_teacher(const cx_pipeline *p) {
-  return p->stages[cx_pipeline_stage_find("teacher")].present;
-}
 
 void cx_pipeline_prune_salt(const cx_pipeline *p, const cx_pipeline_stage *s, char *buf,
                             size_t size) {
   (void)s;
-  size_t at = strlen(buf);
-  if (has_teacher(p))
-    snprintf(buf + at, size - at, "|kd|T=%a|a=%a", p->temperature, p->alpha);
+  cx_pipeline_kd_tune_salt(p, buf, size);
 }
 
 /* A dry run on the [student] architecture: globs that match nothing, layers N:M cannot divide,
@@ -73,25 +66,12 @@ cx_status cx_pipeline_prune_model(cx_stage_run *r, cx_graph **g, char **old_inpu
   return CX_OK;
 }
 
-static cx_status load_teacher(cx_stage_run *r, cx_graph **g) {
-  char path[CX_CLI_PATH_MAX], *old = NULL;
-  snprintf(path, sizeof path, "%s/%s", r->out,
-           r->p->stages[cx_pipeline_stage_find("teacher")].output);
-  CX_TRY(cx_onnx_import(path, g, NULL));
-  cx_cli_rename_input(*g, &old);
-  free(old);
-  return CX_OK;
-}
-
 cx_status cx_pipeline_prune_begin(cx_stage_run *r) {
   const cx_prune_config *c = &r->p->prune.c;
   prune_run *pr = calloc(1, sizeof *pr);
   if (!pr) return cx_fail(CX_ERR_NOMEM, "out of memory");
   r->state = pr;
-  if (has_teacher(r->p) && cx_pipeline_kd_available()) {
-    CX_TRY(load_teacher(r, &pr->teacher));
-    CX_TRY(cx_pipeline_kd_begin(r, pr->teacher, &pr->kd));
-  }
+  CX_TRY(cx_pipeline_kd_tune_begin(r, &pr->kd));
   if (c->method == CX_PRUNE_CHANNEL) return CX_OK; /* the graph is already smaller */
   CX_TRY(cx_prune_mask_open(r->input, r->s->model, c, r->opts->log, &pr->masker));
   cx_train_ext e = cx_prune_mask_extension(pr->masker);
@@ -101,9 +81,8 @@ cx_status cx_pipeline_prune_begin(cx_stage_run *r) {
 cx_status cx_pipeline_prune_end(cx_stage_run *r) {
   prune_run *pr = r->state;
   if (!pr) return CX_OK;
-  cx_status st = cx_pipeline_kd_end(r, pr->kd);
+  cx_status st = cx_pipeline_kd_tune_end(r, &pr->kd);
   cx_prune_mask_close(pr->masker);
-  cx_graph_free(pr->teacher);
   free(pr);
   r->state = NULL;
   return st;

@@ -15,23 +15,16 @@
 #include "quantize_run.h"
 
 typedef struct quant_run {
-  cx_graph *teacher;
-  void *kd;
+  cx_pipeline_kd_tune kd;
   cx_quant_qat *qat;
 } quant_run;
-
-static bool has_teacher(const cx_pipeline *p) {
-  return p->stages[cx_pipeline_stage_find("teacher")].present;
-}
 
 static bool is_qat(const cx_pipeline *p) { return p->quant.c.method == CX_QUANT_QAT; }
 
 void cx_pipeline_quantize_salt(const cx_pipeline *p, const cx_pipeline_stage *s, char *buf,
                                size_t size) {
   (void)s;
-  size_t at = strlen(buf);
-  if (is_qat(p) && has_teacher(p))
-    snprintf(buf + at, size - at, "|kd|T=%a|a=%a", p->temperature, p->alpha);
+  if (is_qat(p)) cx_pipeline_kd_tune_salt(p, buf, size);
 }
 
 static cx_cli_quant_job job(const cx_stage_run *r) {
@@ -67,24 +60,11 @@ cx_status cx_pipeline_quantize_model(cx_stage_run *r, cx_graph **g, char **old_i
   return *g ? CX_OK : cx_fail(CX_ERR_NOMEM, "out of memory");
 }
 
-static cx_status load_teacher(cx_stage_run *r, cx_graph **g) {
-  char path[CX_CLI_PATH_MAX], *old = NULL;
-  snprintf(path, sizeof path, "%s/%s", r->out,
-           r->p->stages[cx_pipeline_stage_find("teacher")].output);
-  CX_TRY(cx_onnx_import(path, g, NULL));
-  cx_cli_rename_input(*g, &old);
-  free(old);
-  return CX_OK;
-}
-
 cx_status cx_pipeline_quantize_begin(cx_stage_run *r) {
   quant_run *q = calloc(1, sizeof *q);
   if (!q) return cx_fail(CX_ERR_NOMEM, "out of memory");
   r->state = q;
-  if (has_teacher(r->p) && cx_pipeline_kd_available()) {
-    CX_TRY(load_teacher(r, &q->teacher));
-    CX_TRY(cx_pipeline_kd_begin(r, q->teacher, &q->kd));
-  }
+  CX_TRY(cx_pipeline_kd_tune_begin(r, &q->kd));
   CX_TRY(open_qat(r, &q->qat));
   cx_train_ext e = cx_quant_qat_ext(q->qat);
   return cx_stage_run_add(r, &e);
@@ -102,9 +82,8 @@ cx_status cx_pipeline_quantize_trained(cx_stage_run *r, cx_graph **g) {
 cx_status cx_pipeline_quantize_end(cx_stage_run *r) {
   quant_run *q = r->state;
   if (!q) return CX_OK;
-  cx_status st = cx_pipeline_kd_end(r, q->kd);
+  cx_status st = cx_pipeline_kd_tune_end(r, &q->kd);
   cx_quant_qat_close(q->qat);
-  cx_graph_free(q->teacher);
   free(q);
   r->state = NULL;
   return st;
@@ -125,6 +104,6 @@ void cx_pipeline_quantize_note(const cx_pipeline *p, const cx_pipeline_stage *s,
            c->method == CX_QUANT_QAT ? (c->lsq ? "QAT with learned scales (LSQ)" : "QAT") : "PTQ",
            c->activations == CX_QUANT_UINT8 ? "UINT8" : "INT8",
            cx_quant_calibrator_name(c->calibrator), (long long)c->calibration_batches,
-           c->method == CX_QUANT_QAT && has_teacher(p) ? ", fine-tuned under distillation" : "",
+           c->method == CX_QUANT_QAT && cx_pipeline_has_teacher(p) ? ", fine-tuned under distillation" : "",
            dq);
 }

@@ -3,27 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_keys.h"
 #include "prune_config.h"
 
 const char *const cx_cli_prune_keys[] = {
     "method", "sparsity", "scope", "importance", "initial_sparsity", "start", "end", "every",
     "include", "exclude", "round_to", "taylor_batches", "allocate", NULL};
-
-static cx_status one_of(const cx_toml *t, const char *key, const char *const *names,
-                        int fallback, int *out) {
-  const cx_toml *n = cx_toml_get(t, key);
-  *out = fallback;
-  if (!n) return CX_OK;
-  const char *v;
-  CX_TRY(cx_toml_as_string(n, &v));
-  for (int i = 0; names[i]; i++)
-    if (!strcmp(names[i], v)) return *out = i, CX_OK;
-  char list[256] = "";
-  for (int i = 0; names[i]; i++)
-    snprintf(list + strlen(list), sizeof list - strlen(list), "%s\"%s\"", i ? ", " : "",
-             names[i]);
-  return cx_toml_fail(n, CX_ERR_FORMAT, "\"%s\" is not one of %s", v, list);
-}
 
 /* method = "magnitude", "channel" or "N:M" ("2:4"). */
 static cx_status read_method(const cx_toml *t, cx_prune_config *c) {
@@ -44,46 +29,23 @@ static cx_status read_method(const cx_toml *t, cx_prune_config *c) {
   return CX_OK;
 }
 
-static cx_status read_globs(const cx_toml *t, const char *key, const char **out, int *n) {
-  const cx_toml *a = cx_toml_get(t, key);
-  *n = 0;
-  if (!a) return CX_OK;
-  if (cx_toml_type_of(a) != CX_TOML_ARRAY)
-    return cx_toml_fail(a, CX_ERR_FORMAT, "must be an array of node-name globs");
-  for (size_t i = 0; i < cx_toml_len(a); i++) {
-    CX_TRY(cx_toml_as_string(cx_toml_at(a, i), &out[*n]));
-    if (!*out[*n]) return cx_toml_fail(cx_toml_at(a, i), CX_ERR_FORMAT, "an empty glob");
-    (*n)++;
-  }
-  return CX_OK;
-}
-
-static cx_status range(const cx_toml *t, const char *key, double v, double lo, double hi,
-                       bool hi_open) {
-  const cx_toml *n = cx_toml_get(t, key);
-  if (n && !(v >= lo && (hi_open ? v < hi : v <= hi)))
-    return cx_toml_fail(n, CX_ERR_FORMAT, "%g is out of range: %g to %g%s", v, lo, hi,
-                        hi_open ? " (exclusive)" : "");
-  return CX_OK;
-}
-
 static cx_status read_numbers(const cx_toml *t, cx_prune_config *c) {
   int64_t v;
   if (c->method == CX_PRUNE_NM && cx_toml_get(t, "sparsity"))
     return cx_toml_fail(cx_toml_get(t, "sparsity"), CX_ERR_FORMAT, "an N:M method fixes the "
                         "sparsity (1 - N/M): remove this key");
   CX_TRY(cx_toml_float(t, "sparsity", c->sparsity, &c->sparsity));
-  CX_TRY(range(t, "sparsity", c->sparsity, 0, 1, true));
+  CX_TRY(cx_cli_key_range(t, "sparsity", c->sparsity, 0, 1, true));
   CX_TRY(cx_toml_float(t, "initial_sparsity", c->initial_sparsity, &c->initial_sparsity));
-  CX_TRY(range(t, "initial_sparsity", c->initial_sparsity, 0, c->sparsity, false));
+  CX_TRY(cx_cli_key_range(t, "initial_sparsity", c->initial_sparsity, 0, c->sparsity, false));
   CX_TRY(cx_toml_int(t, "start", c->start, &c->start));
-  CX_TRY(range(t, "start", (double)c->start, 0, 1e15, false));
+  CX_TRY(cx_cli_key_range(t, "start", (double)c->start, 0, 1e15, false));
   CX_TRY(cx_toml_int(t, "end", c->start, &c->end));
-  CX_TRY(range(t, "end", (double)c->end, (double)c->start, 1e15, false));
+  CX_TRY(cx_cli_key_range(t, "end", (double)c->end, (double)c->start, 1e15, false));
   CX_TRY(cx_toml_int(t, "every", c->every, &c->every));
-  CX_TRY(range(t, "every", (double)c->every, 1, 1e15, false));
+  CX_TRY(cx_cli_key_range(t, "every", (double)c->every, 1, 1e15, false));
   CX_TRY(cx_toml_int(t, "round_to", c->round_to, &v));
-  CX_TRY(range(t, "round_to", (double)v, 0, 4096, false));
+  CX_TRY(cx_cli_key_range(t, "round_to", (double)v, 0, 4096, false));
   c->round_to = (int)v;
   return CX_OK;
 }
@@ -95,7 +57,7 @@ static cx_status read_taylor(const cx_toml *t, cx_cli_prune *p) {
   if (n && p->c.importance != CX_IMPORTANCE_TAYLOR)
     return cx_toml_fail(n, CX_ERR_FORMAT, "is for importance = \"taylor\" only");
   CX_TRY(cx_toml_int(t, "taylor_batches", 32, &v));
-  CX_TRY(range(t, "taylor_batches", (double)v, 1, 1e6, false));
+  CX_TRY(cx_cli_key_range(t, "taylor_batches", (double)v, 1, 1e6, false));
   p->taylor_batches = (int)v;
   return CX_OK;
 }
@@ -109,23 +71,23 @@ cx_status cx_cli_prune_read(const cx_toml *t, cx_cli_prune *p) {
   cx_prune_config *c = &p->c;
   int scope, importance;
   CX_TRY(read_method(t, c));
-  CX_TRY(one_of(t, "scope", scopes, (int)c->scope, &scope));
-  CX_TRY(one_of(t, "importance", importances, (int)c->importance, &importance));
+  CX_TRY(cx_cli_key_one_of(t, "scope", scopes, (int)c->scope, &scope));
+  CX_TRY(cx_cli_key_one_of(t, "importance", importances, (int)c->importance, &importance));
   c->scope = (cx_prune_scope)scope;
   c->importance = (cx_prune_importance)importance;
   CX_TRY(read_numbers(t, c));
   CX_TRY(read_taylor(t, p));
   static const char *const allocations[] = {"importance", "sensitivity", NULL};
   int allocate;
-  CX_TRY(one_of(t, "allocate", allocations, 0, &allocate));
+  CX_TRY(cx_cli_key_one_of(t, "allocate", allocations, 0, &allocate));
   p->allocate_sensitivity = allocate == 1;
   if (p->allocate_sensitivity && c->method != CX_PRUNE_CHANNEL)
     return cx_toml_fail(cx_toml_get(t, "allocate"), CX_ERR_FORMAT, "\"sensitivity\" allocates "
                         "channels: it is for method = \"channel\"");
   size_t n = cx_toml_len(cx_toml_get(t, "include")) + cx_toml_len(cx_toml_get(t, "exclude"));
   if (!(p->globs = calloc(n + 1, sizeof *p->globs))) return cx_fail(CX_ERR_NOMEM, "out of memory");
-  cx_status s = read_globs(t, "include", p->globs, &c->n_include);
-  if (s == CX_OK) s = read_globs(t, "exclude", p->globs + c->n_include, &c->n_exclude);
+  cx_status s = cx_cli_key_globs(t, "include", p->globs, &c->n_include);
+  if (s == CX_OK) s = cx_cli_key_globs(t, "exclude", p->globs + c->n_include, &c->n_exclude);
   c->include = p->globs;
   c->exclude = p->globs + c->n_include;
   if (s == CX_OK) s = cx_prune_config_check(c);
