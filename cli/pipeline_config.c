@@ -201,18 +201,23 @@ cx_status cx_pipeline_read_prune(cx_pipeline *p, cx_pipeline_stage *s) {
   return CX_OK;
 }
 
-/* PTQ does not train: a training key in its table is a mistake, not a default to ignore. */
+static bool listed(const char *const *keys, const char *k) {
+  for (int j = 0; keys[j]; j++)
+    if (!strcmp(k, keys[j])) return true;
+  return false;
+}
+
+/* PTQ does not train: a training key in its table is a mistake, not a default to ignore (any
+ * other unknown key gets the usual message, with its did-you-mean). */
 static cx_status refuse_training_keys(const cx_toml *t) {
   for (size_t i = 0; i < cx_toml_len(t); i++) {
     const char *k = cx_toml_key(cx_toml_at(t, i));
-    bool ours = false;
-    for (int j = 0; cx_cli_quant_keys[j] && !ours; j++) ours = !strcmp(k, cx_cli_quant_keys[j]);
-    if (!ours)
+    if (!listed(cx_cli_quant_keys, k) && listed(cx_train_config_train_keys, k))
       return cx_toml_fail(cx_toml_at(t, i), CX_ERR_FORMAT, "'%s' is a training key, and "
                           "method = \"ptq\" does not train: set method = \"qat\" or remove "
                           "it", k);
   }
-  return CX_OK;
+  return cx_toml_check_keys(t, cx_cli_quant_keys);
 }
 
 /* [quantize]: the quantization keys (cli/quantize_config.h) and, for QAT, the training keys; it
@@ -224,13 +229,13 @@ cx_status cx_pipeline_read_quantize(cx_pipeline *p, cx_pipeline_stage *s) {
   if (!student || (!cx_toml_get(p->doc, "distill") && !cx_toml_get(student, "train")))
     return cx_toml_fail(t, CX_ERR_FORMAT, "[quantize] quantizes the student: add a [student] "
                         "trained by [distill] or under [student.train]");
-  CX_TRY(read_stage(p, s, student, t, cx_cli_quant_keys));
-  s->table = t;
   CX_TRY(cx_cli_quant_read(t, &p->quant));
-  if (p->quant.c.method == CX_QUANT_PTQ) {
-    CX_TRY(refuse_training_keys(t));
-    s->trains = false; /* calibration only; the table is still hashed as its settings */
-  }
+  bool ptq = p->quant.c.method == CX_QUANT_PTQ;
+  if (ptq) CX_TRY(refuse_training_keys(t));
+  CX_TRY(read_stage(p, s, student, ptq ? NULL : t, cx_cli_quant_keys));
+  s->table = t;
+  /* calibration only: the table is still hashed as the stage's settings */
+  if (ptq) s->training = t, s->trains = false;
   return CX_OK;
 }
 

@@ -278,6 +278,19 @@ EOF
   expect_in quantize-resumed out "quantize: resuming from $r/checkpoints/quantize/step-00000010.h5"
   cmp -s "$r/student_int8.onnx" "$work/int8_whole.onnx" ||
     fail "quantize-resumed: student_int8.onnx differs from the uninterrupted run's"
+  # PTQ: calibration only, no training keys; the same row and rules
+  cp "$work/pipe_pr.toml" "$work/pipe_ptq.toml"
+  printf '\n[quantize]\ncalibration_batches = 4\nreduce_range = true\n' >>"$work/pipe_ptq.toml"
+  run 0 ptq pipeline "$work/pipe_ptq.toml" --out "$r" --only quantize
+  expect_in ptq out "quantize: exporting"
+  $py - "$r/report.json" <<'EOF' || fail "ptq: the report's INT8 row"
+import json, sys
+m = {x["name"]: x for x in json.load(open(sys.argv[1]))["models"]}["student (INT8)"]
+assert not m["errors"] and m["train_seconds"] is None, m
+assert 0 < m["top1"] <= 100 and 0 < m["onnx_bytes"] and m["cpu_ms_batch32"] > 0, m
+assert m["ort_top1"] is None or abs(m["ort_top1"] - m["top1"]) <= 3, m
+EOF
+  $py "$here/check_qdq_trt.py" "$r/student_int8.onnx" >/dev/null || fail "ptq: TensorRT's rules"
   # Taylor importance: the scoring pass on the stage's data before the channels are chosen is
   # deterministic, so a resumed stage rebuilds the same graph and ends byte for byte the same
   sed -e 's/^sparsity = 0.5/sparsity = 0.5\nimportance = "taylor"\ntaylor_batches = 3/' \

@@ -17,7 +17,7 @@ static const char *const model_keys[] = {"spec", "onnx", NULL};
 static const char *const data_keys[] = {
     "train", "train_part", "val", "val_part", "batch", "workers", "crop", "pad", "flip",
     "cutout", "cutout_prob", "mixup", "cutmix", "mix_prob", "mean", "std", NULL};
-static const char *const train_keys[] = {
+const char *const cx_train_config_train_keys[] = {
     "epochs", "optimizer", "lr", "momentum", "nesterov", "weight_decay", "decay_norm_and_bias",
     "beta1", "beta2", "eps", "always_adapt", "schedule", "warmup_steps", "warmup_start_factor",
     "min_lr", "step_size", "gamma", "milestones", "pct_start", "div_factor", "final_div_factor",
@@ -371,7 +371,7 @@ static cx_status read_ema(cx_train_config *c, const cx_toml *t) {
 static cx_status read_train(cx_train_config *c, const cx_toml *t, const char *const *extra) {
   const char *keys[64];
   int n = 0;
-  for (int i = 0; train_keys[i] && n < 63; i++) keys[n++] = train_keys[i];
+  for (int i = 0; cx_train_config_train_keys[i] && n < 63; i++) keys[n++] = cx_train_config_train_keys[i];
   for (int i = 0; extra && extra[i] && n < 63; i++) keys[n++] = extra[i];
   keys[n] = NULL;
   CX_TRY(cx_toml_check_keys(t, keys));

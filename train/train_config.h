@@ -48,6 +48,9 @@ cx_status cx_train_config_check(const cx_train_config *c, const cx_graph *model)
 void cx_train_config_where(const cx_toml *node, char *buf, size_t size);
 void cx_train_config_free(cx_train_config *c);
 
+/* The keys of a [train] table, NULL-terminated (a stage table that does not train refuses them). */
+extern const char *const cx_train_config_train_keys[];
+
 /* ---- the same tables inside another document (compress pipeline) ----
  * c->doc and c->path must be set (the document and its file; relative paths resolve against
  * it), c->opts start as cx_train_defaults(). A [data] table as in a train config: */
