@@ -44,18 +44,13 @@ static cx_status qat(const cx_cli_quant_job *j, const cx_graph *folded, const cx
   cx_train_opts *o = &j->train->opts;
   cx_quant_qat *q = NULL;
   CX_TRY(cx_quant_qat_open(folded, plan, j->config, j->log, &q));
-  enum { MAX = 8 };
-  int n = o->n_extensions < MAX ? o->n_extensions : MAX;
-  cx_train_ext ext[MAX + 1];
-  for (int i = 0; i < n; i++) ext[i] = o->extensions[i];
-  ext[n] = cx_quant_qat_ext(q);
-  const cx_train_ext *keep = o->extensions;
-  int keep_n = o->n_extensions;
-  o->extensions = ext, o->n_extensions = n + 1;
+  /* the command's run has no other extensions (the pipeline's stage adds QAT's to its own) */
+  cx_train_ext ext = cx_quant_qat_ext(q);
+  o->extensions = &ext, o->n_extensions = 1;
   cx_graph *g = cx_quant_qat_graph(q);
   cx_train_result r = {0};
   cx_status s = cx_train(g, o, &r);
-  o->extensions = keep, o->n_extensions = keep_n;
+  o->extensions = NULL, o->n_extensions = 0;
   if (s == CX_OK && r.val.n && j->log)
     fprintf(j->log, "QAT: %lld steps in %.1f s, validation top-1 %.2f%% (simulated INT8)\n",
             (long long)r.steps, r.seconds, r.val.top1);

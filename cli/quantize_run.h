@@ -25,7 +25,8 @@ cx_quant_data cx_cli_quant_data(const cx_train_config *tc);
 cx_status cx_cli_quant_ptq(const cx_cli_quant_job *j, const cx_graph *g, cx_graph **quantized,
                            cx_graph **folded, cx_quant_plan *plan);
 /* The quantized model: PTQ, or for QAT PTQ's scales fine-tuned with cx_train (j->train's
- * options and extensions, plus QAT's). The SQNR printed is PTQ's. */
+ * options, with the QAT extension as its only one: compress quantize's run). The SQNR printed
+ * is PTQ's. */
 cx_status cx_cli_quantize(const cx_cli_quant_job *j, const cx_graph *g, cx_graph **out);
 /* The SQNR of quantized against folded on the calibration data, printed to log (NULL: nothing). */
 cx_status cx_cli_quant_print_sqnr(const cx_cli_quant_job *j, const cx_graph *folded,
