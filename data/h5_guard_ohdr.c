@@ -88,6 +88,10 @@ static bool dtype_props(const unsigned char *b, size_t n, int depth, size_t *at,
     break;
   }
   case DT_VLEN:
+    /* on disk a value is its reference; libhdf5 sizes the decoded data by this field and
+     * copies a reference's 16 bytes out of it */
+    if (size != VLEN_REF)
+      return fail(why, "a variable-length type whose stored size is not 16 bytes");
     if (!dtype_len(b + p, n - p, depth + 1, &k, why)) return false;
     /* a string's characters are bytes in every HDF5 file; libhdf5 takes their width from here
      * and allocates a string's length times it */

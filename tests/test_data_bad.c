@@ -73,6 +73,10 @@ static void test_limits(void) {
    * allocated and zeroed its length times that: minutes) */
   expect_refused(fixture("fuzz_dataset_vlen_base_size.h5"), "not 1 byte wide",
                  "a string of 4 GiB characters");
+  /* found by fuzz_dataset: a string attribute's type stating 5 bytes for its 16-byte reference
+   * (H5Aread copied 16 out of the 5 decoded: ASan heap-buffer-overflow) */
+  expect_refused(fixture("fuzz_dataset_vlen_stored_size.h5"), "stored size is not 16",
+                 "a variable-length type of 5 bytes");
 }
 
 /* A valid small data set whose root attribute `name` is then made a [2] array: H5Aread would
