@@ -154,10 +154,12 @@ static cx_status open_class_names(cx_dataset *d) {
   else if (H5Tget_class(ft) != H5T_STRING || H5Sget_simple_extent_ndims(sp) != 1)
     s = cx_fail(CX_ERR_FORMAT, "%s: dataset '/class_names' must be a 1-d array of strings",
                 d->path);
-  else {
-    H5Sget_simple_extent_dims(sp, &n, NULL);
+  else if (H5Sget_simple_extent_dims(sp, &n, NULL), n > CX_DATA_MAX_CLASSES)
+    /* one name per class: bounded as num_classes is, before anything is allocated for them */
+    s = cx_fail(CX_ERR_FORMAT, "%s: dataset '/class_names' holds %llu names; expected at most "
+                "%d", d->path, (unsigned long long)n, CX_DATA_MAX_CLASSES);
+  else
     s = read_names(d, ds, ft, (int64_t)n);
-  }
   if (sp >= 0) H5Sclose(sp);
   if (ft >= 0) H5Tclose(ft);
   H5Dclose(ds);

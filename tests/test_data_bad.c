@@ -79,6 +79,18 @@ static void test_limits(void) {
                  "a variable-length type of 5 bytes");
 }
 
+/* found by fuzz_dataset: a /class_names of 587,202,563 names (the part 'val' reads the file's
+ * names; 4.7 GB of pointers were allocated before anything was read) */
+static void test_class_names_count(void) {
+  cx_dataset *d = NULL;
+  const char *p = fixture("fuzz_dataset_class_names_587M.h5");
+  cx_status s = cx_dataset_open(p, "val", &d);
+  CHECK(s != CX_OK && strstr(cx_last_error(), "holds 587202563 names"),
+        "587M class names: %s", s ? cx_last_error() : "opened");
+  if (s != CX_OK) printf("  ok (587M class names): %s\n", cx_last_error());
+  if (d) cx_dataset_close(d);
+}
+
 /* A valid small data set whose root attribute `name` is then made a [2] array: H5Aread would
  * write both elements into the one value the reader holds (found by fuzz_dataset). */
 static void test_array_attr(void) {
@@ -253,6 +265,7 @@ int main(void) {
   test_fifo();
   test_heap();
   test_name_refs();
+  test_class_names_count();
   test_gheap_walk();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
