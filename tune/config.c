@@ -16,18 +16,19 @@ double cx_tune_dim_internal(const cx_tune_dim *d, double value) {
 }
 
 double cx_tune_dim_value(const cx_tune_dim *d, double x) {
-  return d->kind == CX_TUNE_LOG ? exp(x) : x;
+  if (d->kind != CX_TUNE_LOG) return x;
+  /* exp(log(lo)) may round past lo: a bound stays the bound, never a value the pipeline's own
+   * range check refuses */
+  if (x <= log(d->lo)) return d->lo;
+  if (x >= log(d->hi)) return d->hi;
+  double v = exp(x);
+  return v < d->lo ? d->lo : v > d->hi ? d->hi : v;
 }
 
 void cx_tune_dim_write(FILE *f, const cx_tune_dim *d, double x) {
   if (d->kind == CX_TUNE_CHOICE) cx_tune_toml_value(f, cx_toml_at(d->choices, (size_t)x));
   else if (d->kind == CX_TUNE_INT) fprintf(f, "%lld", (long long)llround(x));
-  else {
-    char buf[64];
-    snprintf(buf, sizeof buf, "%.17g", cx_tune_dim_value(d, x));
-    /* a float stays a float when read back: 2 would be an integer */
-    fprintf(f, "%s%s", buf, strpbrk(buf, ".eEn") ? "" : ".0");
-  }
+  else cx_tune_toml_float(f, cx_tune_dim_value(d, x));
 }
 
 /* ---- durations ---- */

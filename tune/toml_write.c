@@ -1,12 +1,26 @@
 /* A parsed TOML document written back as text, with some keys set: how each trial's pipeline
  * file is made from the tune file. Values keep their types (a float is written with a point or
- * an exponent) and every digit (%.17g), so the pipeline's hashes, which hash values and not
+ * an exponent) and every digit they need to read back exactly, so the pipeline's hashes, which hash values and not
  * text, see the same document. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tune.h"
+
+void cx_tune_toml_float(FILE *f, double d) {
+  char buf[64];
+  if (isnan(d)) snprintf(buf, sizeof buf, "nan");
+  else if (isinf(d)) snprintf(buf, sizeof buf, "%sinf", d < 0 ? "-" : "");
+  else /* the fewest digits that read back as d: 0.1, not 0.10000000000000001 */
+    for (int digits = 15; digits <= 17; digits++) {
+      snprintf(buf, sizeof buf, "%.*g", digits, d);
+      if (strtod(buf, NULL) == d) break;
+    }
+  /* a float stays a float when read back: 2 would be an integer */
+  fprintf(f, "%s%s", buf, strpbrk(buf, ".eEn") ? "" : ".0");
+}
 
 void cx_tune_toml_string(FILE *f, const char *s) {
   fputc('"', f);
@@ -43,15 +57,10 @@ void cx_tune_toml_value(FILE *f, const cx_toml *n) {
     cx_toml_as_int(n, &i);
     fprintf(f, "%lld", (long long)i);
     break;
-  case CX_TOML_FLOAT: {
+  case CX_TOML_FLOAT:
     cx_toml_as_float(n, &d);
-    char buf[64];
-    if (isnan(d)) snprintf(buf, sizeof buf, "nan");
-    else if (isinf(d)) snprintf(buf, sizeof buf, "%sinf", d < 0 ? "-" : "");
-    else snprintf(buf, sizeof buf, "%.17g", d);
-    fprintf(f, "%s%s", buf, strpbrk(buf, ".eEn") ? "" : ".0");
+    cx_tune_toml_float(f, d);
     break;
-  }
   case CX_TOML_BOOL:
     cx_toml_as_bool(n, &b);
     fputs(b ? "true" : "false", f);

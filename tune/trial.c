@@ -12,7 +12,10 @@ static const char *const status_names[] = {"running", "complete", "failed"};
 const char *cx_tune_status_name(cx_tune_status s) { return status_names[s]; }
 
 static void write_float(FILE *f, const char *key, double v) {
-  if (isfinite(v)) fprintf(f, "%s = %.17g\n", key, v); /* an integral one reads back as well */
+  if (!isfinite(v)) return;
+  fprintf(f, "%s = ", key);
+  cx_tune_toml_float(f, v);
+  fputc('\n', f);
 }
 
 cx_status cx_tune_trial_write(const char *dir, const cx_tune_space *sp, const cx_tune_trial *t) {
@@ -31,7 +34,7 @@ cx_status cx_tune_trial_write(const char *dir, const cx_tune_space *sp, const cx
   fputs("shared = ", f);
   cx_tune_toml_string(f, t->shared);
   fputs("\n# the sampler's coordinates (log for log ranges, the index of a choice)\nx = [", f);
-  for (int d = 0; d < sp->n; d++) fprintf(f, "%s%.17g", d ? ", " : "", t->x[d]);
+  for (int d = 0; d < sp->n; d++) fputs(d ? ", " : "", f), cx_tune_toml_float(f, t->x[d]);
   fputs("]\n\n[params]\n", f);
   for (int d = 0; d < sp->n; d++) {
     cx_tune_toml_string(f, sp->dims[d].key);
@@ -92,7 +95,7 @@ cx_status cx_tune_trial_read(const char *dir, const cx_tune_space *sp, cx_tune_t
 
 static void json_number(FILE *f, const char *key, double v) {
   fprintf(f, ", \"%s\": ", key);
-  if (isfinite(v)) fprintf(f, "%.17g", v);
+  if (isfinite(v)) cx_tune_toml_float(f, v);
   else fputs("null", f);
 }
 

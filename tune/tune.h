@@ -110,6 +110,8 @@ cx_status cx_tune_toml_write(FILE *f, const cx_toml *root, const cx_tune_set *se
 /* One value as TOML text (a string quoted and escaped, which is also JSON for scalars). */
 void cx_tune_toml_value(FILE *f, const cx_toml *node);
 void cx_tune_toml_string(FILE *f, const char *s);
+/* A float in the fewest digits that read back exactly, always with a point or an exponent. */
+void cx_tune_toml_float(FILE *f, double d);
 
 /* ---- trial records ---- */
 
