@@ -2,7 +2,6 @@
  * Each trial is the pipeline with the sampled keys, run in its own folder (cli/tune_trial.c);
  * the stages it does not change are taken from an earlier trial, so the teacher trains once. */
 #define _XOPEN_SOURCE 700 /* realpath */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,17 +155,19 @@ static double trial_seconds(const tuner *tu) {
   return k ? s / k : 0;
 }
 
-/* A new trial's point: the sampler's, from the complete trials before it. */
+/* A new trial's point: the sampler's, from the complete and pruned trials before it. */
 static cx_status sample(const tuner *tu, int index, double *x) {
   cx_tune_obs *obs = malloc(sizeof *obs * (size_t)(index + 1));
-  double *values = malloc(sizeof *values * (size_t)(index + 1));
-  if (!obs || !values) return free(obs), free(values), cx_fail(CX_ERR_NOMEM, "out of memory");
+  if (!obs) return cx_fail(CX_ERR_NOMEM, "out of memory");
   int n = 0;
-  for (int i = 0; i < index; i++)
-    if (tu->trials[i].status == CX_TUNE_COMPLETE && isfinite(tu->trials[i].value))
-      obs[n++] = (cx_tune_obs){.x = tu->trials[i].x, .value = score(tu, &tu->trials[i])};
+  for (int i = 0; i < index; i++) {
+    const cx_tune_trial *t = &tu->trials[i];
+    bool pruned = t->status == CX_TUNE_PRUNED;
+    if ((t->status == CX_TUNE_COMPLETE || pruned) && isfinite(t->value))
+      obs[n++] = (cx_tune_obs){.x = t->x, .value = score(tu, t), .pruned = pruned};
+  }
   cx_status s = cx_tune_sample(&tu->run.cfg.space, &tu->run.cfg.sampler, obs, n, index, x);
-  free(obs), free(values);
+  free(obs);
   return s;
 }
 
@@ -192,13 +193,17 @@ static cx_status run_trial(tuner *tu, int index, bool *stop) {
   print_params(&t->cfg.space, tr->x);
   printf("%s%s%s\n", *tr->shared ? " (from an earlier trial: " : "", tr->shared,
          *tr->shared ? ")" : "");
-  CX_TRY(cx_tune_trial_exec(t, dir, tr, stop));
+  CX_TRY(cx_tune_trial_exec(t, tu->trials, index, dir, tr, stop));
   CX_TRY(cx_tune_trial_write(dir, &t->cfg.space, tr));
   if (tr->status == CX_TUNE_COMPLETE)
     printf("trial %d: %s %.4g (top-1 %.2f%%) in %.1f s\n", tr->number, t->objective, tr->value,
            tr->top1, tr->seconds);
   else if (tr->status == CX_TUNE_FAILED)
     printf("trial %d: failed; its output is in %s/log.txt\n", tr->number, dir);
+  else if (tr->status == CX_TUNE_PRUNED)
+    printf("trial %d: stopped early after %d epochs at %s %.4g (below the trials before it) in "
+           "%.1f s\n", tr->number, cx_tune_rung_epochs(&t->cfg, tr->n_rungs - 1), t->objective,
+           tr->value, tr->seconds);
   return write_results(tu);
 }
 
@@ -250,9 +255,11 @@ static cx_status prepare(tuner *tu) {
 }
 
 static void summary(const tuner *tu) {
-  int b = best_trial(tu), done = 0;
+  int b = best_trial(tu), done = 0, pruned = 0;
   for (int i = 0; i < tu->n; i++) done += tu->trials[i].status == CX_TUNE_COMPLETE;
-  printf("%d trials (%d complete) in %.1f s\n", tu->n, done, spent(tu));
+  for (int i = 0; i < tu->n; i++) pruned += tu->trials[i].status == CX_TUNE_PRUNED;
+  printf("%d trials (%d complete, %d stopped early) in %.1f s\n", tu->n, done, pruned,
+         spent(tu));
   if (b < 0) return;
   printf("best: trial %d, %s %.4g: ", b + 1, tu->run.objective, tu->trials[b].value);
   print_params(&tu->run.cfg.space, tu->trials[b].x);
@@ -307,6 +314,7 @@ const cx_command cx_cmd_tune = {
         "    budget = \"30m\"                  # wall time for all of them (optional)\n"
         "    sampler = \"tpe\"                 # or \"random\"\n"
         "    seed = 1\n"
+        "    early_stop = \"asha\"            # stop lagging trials by successive halving\n"
         "    objective = \"distill.top1\"      # <stage>.top1, .top5 or .loss (default:\n"
         "                                    # the last stage's top-1)\n"
         "    \"distill.lr\" = {log = [1e-3, 0.3]}\n"

@@ -294,8 +294,70 @@ static double now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The exit status of `compress pipeline FILE` with its output in log. */
-static cx_status spawn(const cx_tune_run *t, const char *file, const char *log, int *status) {
+/* ---- early stopping: the trial's metrics.jsonl read while it runs ---- */
+
+typedef struct watch {
+  const cx_tune_run *t;
+  const cx_tune_trial *those; /* the trials before this one */
+  int n;
+  cx_tune_trial *tr;
+  int epochs;         /* of the objective stage; 0: no early stopping */
+  char metrics[PATH_MAX_];
+  bool pruned;
+} watch;
+
+static double score_of(const cx_tune_run *t, double v) {
+  return t->metric == CX_TUNE_METRIC_LOSS ? -v : v;
+}
+
+/* The objective's value after each epoch of the objective stage, from its validation lines
+ * (the last line of an epoch wins, as after a resumed run); NAN where there is none yet. */
+static void read_epochs(const watch *w, double *val, int max) {
+  static const char *const keys[] = {"\"val_top1\":", "\"val_top5\":", "\"val_loss\":"};
+  char stage[64], line[4096];
+  snprintf(stage, sizeof stage, "\"stage\":\"%s\"", w->t->stage);
+  for (int e = 0; e < max; e++) val[e] = NAN;
+  FILE *f = fopen(w->metrics, "r");
+  while (f && fgets(line, sizeof line, f)) {
+    const char *v = strstr(line, keys[w->t->metric]), *e = strstr(line, "\"epoch\":");
+    if (!v || !e || !strstr(line, stage) || !strchr(line, '\n')) continue; /* whole lines only */
+    long epoch = strtol(e + 8, NULL, 10);
+    if (epoch >= 0 && epoch < max) val[epoch] = strtod(v + strlen(keys[w->t->metric]), NULL);
+  }
+  if (f) fclose(f);
+}
+
+/* The rungs the trial has reached since the last look: each recorded, and whether it goes on
+ * (false: stop it). */
+static bool promoted(watch *w) {
+  enum { MAX_EPOCHS = 4096 };
+  double val[MAX_EPOCHS];
+  int max = w->epochs < MAX_EPOCHS ? w->epochs : MAX_EPOCHS;
+  read_epochs(w, val, max);
+  cx_tune_trial *tr = w->tr;
+  while (tr->n_rungs < CX_TUNE_MAX_RUNGS) {
+    int e = cx_tune_rung_epochs(&w->t->cfg, tr->n_rungs);
+    if (e >= w->epochs || e > max || isnan(val[e - 1])) return true; /* the last is no rung */
+    double *others = malloc(sizeof *others * (size_t)(w->n + 1));
+    int k = 0;
+    for (int j = 0; others && j < w->n; j++)
+      if (w->those[j].n_rungs > tr->n_rungs)
+        others[k++] = score_of(w->t, w->those[j].rung[tr->n_rungs]);
+    bool go = !others || cx_tune_asha_promote(others, k, score_of(w->t, val[e - 1]),
+                                              w->t->cfg.reduction);
+    free(others);
+    tr->rung[tr->n_rungs++] = val[e - 1];
+    if (!go) return false;
+  }
+  return true;
+}
+
+/* ---- the run ---- */
+
+/* The exit status of `compress pipeline FILE` with its output in log; with early stopping the
+ * trial is stopped (SIGTERM: it checkpoints and exits) at a rung it is not promoted from. */
+static cx_status spawn(const cx_tune_run *t, const char *file, const char *log, watch *w,
+                       int *status) {
   fflush(stdout);
   pid_t pid = fork();
   if (pid < 0) return cx_fail(CX_ERR_IO, "fork: %s", strerror(errno));
@@ -308,9 +370,18 @@ static cx_status spawn(const cx_tune_run *t, const char *file, const char *log, 
     _exit(127);
   }
   child_pid = pid;
-  while (waitpid(pid, status, 0) < 0)
-    if (errno != EINTR) return child_pid = 0, cx_fail(CX_ERR_IO, "waitpid: %s", strerror(errno));
+  for (;;) {
+    pid_t r = waitpid(pid, status, w->epochs && !w->pruned ? WNOHANG : 0);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR)
+      return child_pid = 0, cx_fail(CX_ERR_IO, "waitpid: %s", strerror(errno));
+    if (r == 0 && !promoted(w)) {
+      w->pruned = true;
+      kill(pid, SIGTERM);
+    } else if (r == 0) nanosleep(&(struct timespec){.tv_nsec = 200000000}, NULL);
+  }
   child_pid = 0;
+  if (w->epochs && !w->pruned) promoted(w); /* the rungs of its last epochs, for later trials */
   return CX_OK;
 }
 
@@ -333,27 +404,47 @@ static cx_status read_results(const cx_tune_run *t, const char *dir, cx_tune_tri
   return CX_OK;
 }
 
-cx_status cx_tune_trial_exec(const cx_tune_run *t, const char *dir, cx_tune_trial *tr,
-                             bool *interrupted) {
+/* The objective stage's epochs, when the tune stops trials early (else 0). */
+static cx_status stage_epochs(const cx_tune_run *t, const char *file, int *epochs) {
+  *epochs = 0;
+  if (!t->cfg.asha) return CX_OK;
+  cx_pipeline p;
+  CX_TRY(cx_pipeline_load(file, &p));
+  const cx_pipeline_stage *s = &p.stages[cx_pipeline_stage_find(t->stage)];
+  *epochs = s->trains ? (int)s->tc.opts.epochs : 0;
+  cx_pipeline_free(&p);
+  return CX_OK;
+}
+
+cx_status cx_tune_trial_exec(const cx_tune_run *t, const cx_tune_trial *those, int n,
+                             const char *dir, cx_tune_trial *tr, bool *interrupted) {
   char file[PATH_MAX_], log[PATH_MAX_];
-  snprintf(file, sizeof file, "%s/pipeline.toml", dir);
-  snprintf(log, sizeof log, "%s/log.txt", dir);
+  join(file, dir, "pipeline.toml");
+  join(log, dir, "log.txt");
+  watch w = {.t = t, .those = those, .n = n, .tr = tr};
+  join(w.metrics, dir, "metrics.jsonl");
+  CX_TRY(stage_epochs(t, file, &w.epochs));
   struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
   double t0 = now();
   int status = 0;
-  cx_status s = spawn(t, file, log, &status);
+  cx_status s = spawn(t, file, log, &w, &status);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
   tr->seconds += now() - t0;
   CX_TRY(s);
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  *interrupted = stop_signal || code == 130;
+  *interrupted = stop_signal || (code == 130 && !w.pruned);
   tr->status = CX_TUNE_RUNNING;
   tr->value = tr->top1 = tr->top5 = tr->loss = NAN;
   if (*interrupted) return CX_OK;
+  if (w.pruned) {
+    tr->status = CX_TUNE_PRUNED;
+    tr->value = tr->rung[tr->n_rungs - 1];
+    return CX_OK;
+  }
   tr->status = CX_TUNE_FAILED;
   if (code) return CX_OK;
   if (read_results(t, dir, tr) != CX_OK) { /* failed: the log says why */

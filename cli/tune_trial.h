@@ -42,9 +42,11 @@ cx_status cx_tune_check(cx_tune_run *t);
 cx_status cx_tune_share(const cx_tune_run *t, const cx_tune_trial *those, int n, const char *dir,
                         char *shared, size_t size);
 /* Runs the trial's pipeline (dir/pipeline.toml) as `compress pipeline`, its output into
- * dir/log.txt; fills the trial's status, time and results. *interrupted: the run was stopped by
- * a signal (the trial stays "running"; run again, it continues). */
-cx_status cx_tune_trial_exec(const cx_tune_run *t, const char *dir, cx_tune_trial *tr,
-                             bool *interrupted);
+ * dir/log.txt; fills the trial's status, time and results. With early stopping it reads the
+ * trial's metrics.jsonl as it runs and stops it at a rung where it is not promoted among the
+ * trials before it (those[0..n)): "pruned". *interrupted: the run was stopped by a signal (the
+ * trial stays "running"; run again, it continues). */
+cx_status cx_tune_trial_exec(const cx_tune_run *t, const cx_tune_trial *those, int n,
+                             const char *dir, cx_tune_trial *tr, bool *interrupted);
 
 #endif

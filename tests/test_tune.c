@@ -225,7 +225,44 @@ static void test_samplers(void) {
   cx_toml_free(doc);
 }
 
+/* Successive halving: Optuna's SuccessiveHalvingPruner rule, and the rungs. */
+static void test_asha(void) {
+  double others[] = {50, 40, 30, 20, 10, 60, 70};
+  /* fewer than `reduction` at the rung: only the best goes on */
+  CHECK(cx_tune_asha_promote(NULL, 0, 5, 3), "the first trial goes on");
+  CHECK(cx_tune_asha_promote(others, 1, 50, 3), "a tie with the best goes on");
+  CHECK(!cx_tune_asha_promote(others, 2, 45, 3), "45 among 50, 40 (reduction 3) stops");
+  /* 8 values, reduction 3: the best 2 go on (8 // 3) */
+  CHECK(cx_tune_asha_promote(others, 7, 65, 3), "65: second of 8 goes on");
+  CHECK(!cx_tune_asha_promote(others, 7, 55, 3), "55: third of 8 stops");
+  /* reduction 2: the best 4 of 8 */
+  CHECK(cx_tune_asha_promote(others, 7, 45, 2) && !cx_tune_asha_promote(others, 7, 35, 2),
+        "reduction 2");
+  cx_tune_config c = {.min_epochs = 2, .reduction = 3};
+  CHECK(cx_tune_rung_epochs(&c, 0) == 2 && cx_tune_rung_epochs(&c, 2) == 18, "rungs 2, 6, 18");
+  /* a pruned trial is never a good one: with the only complete trial far from the pruned ones,
+   * TPE's l(x) centres on it */
+  cx_toml *doc = read_tune("[tune]\n\"a.x\" = [0.0, 10.0]\n", &c);
+  if (!doc) return;
+  double xs[12][1];
+  cx_tune_obs obs[12];
+  for (int i = 0; i < 12; i++) {
+    xs[i][0] = i == 0 ? 9.5 : 0.5 + 0.01 * i;
+    obs[i] = (cx_tune_obs){.x = xs[i], .value = i == 0 ? 10 : 90, .pruned = i != 0};
+  }
+  c.sampler.n_startup = 10;
+  double x, near = 0;
+  for (int t = 0; t < 20; t++) {
+    cx_tune_sample(&c.space, &c.sampler, obs, 12, 100 + t, &x);
+    near += x > 5;
+  }
+  CHECK(near >= 15, "TPE followed the pruned trials' values: %g of 20 near the complete one",
+        near);
+  cx_toml_free(doc);
+}
+
 int main(void) {
+  test_asha();
   test_config();
   test_writer();
   test_trial_record();

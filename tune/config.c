@@ -7,7 +7,7 @@
 #include "tune.h"
 
 static const char *const settings[] = {"trials", "budget", "sampler", "seed", "objective",
-                                       "startup", NULL};
+                                       "startup", "early_stop", "min_epochs", "reduction", NULL};
 
 /* ---- values ---- */
 
@@ -29,6 +29,21 @@ void cx_tune_dim_write(FILE *f, const cx_tune_dim *d, double x) {
   if (d->kind == CX_TUNE_CHOICE) cx_tune_toml_value(f, cx_toml_at(d->choices, (size_t)x));
   else if (d->kind == CX_TUNE_INT) fprintf(f, "%lld", (long long)llround(x));
   else cx_tune_toml_float(f, cx_tune_dim_value(d, x));
+}
+
+/* ---- early stopping ---- */
+
+int cx_tune_rung_epochs(const cx_tune_config *c, int k) {
+  double e = c->min_epochs * pow(c->reduction, k);
+  return e > 2147483647.0 ? 2147483647 : (int)e;
+}
+
+bool cx_tune_asha_promote(const double *others, int n, double v, int reduction) {
+  /* v's rank among all n + 1: how many are strictly better */
+  int better = 0;
+  for (int i = 0; i < n; i++) better += others[i] > v;
+  int k = (n + 1) / reduction; /* this many go on; at least the best one */
+  return better < (k > 0 ? k : 1);
 }
 
 /* ---- durations ---- */
@@ -152,6 +167,20 @@ static cx_status read_settings(const cx_toml *t, cx_tune_config *c) {
   c->sampler.kind = !strcmp(s, "tpe") ? CX_TUNE_TPE : CX_TUNE_RANDOM;
   c->sampler.n_candidates = 24;
   c->sampler.prior_weight = 1;
+  CX_TRY(cx_toml_string(t, "early_stop", "none", &s));
+  if (strcmp(s, "none") && strcmp(s, "asha"))
+    return cx_toml_fail(cx_toml_get(t, "early_stop"), CX_ERR_FORMAT, "\"asha\" or \"none\", "
+                        "found \"%s\"", cx_printable(s));
+  c->asha = !strcmp(s, "asha");
+  CX_TRY(cx_toml_int(t, "min_epochs", 1, &v));
+  if (v < 1 || v > 1000000)
+    return cx_toml_fail(cx_toml_get(t, "min_epochs"), CX_ERR_FORMAT, "at least 1 epoch");
+  c->min_epochs = (int)v;
+  CX_TRY(cx_toml_int(t, "reduction", 4, &v));
+  if (v < 2 || v > 1000)
+    return cx_toml_fail(cx_toml_get(t, "reduction"), CX_ERR_FORMAT, "a reduction factor of 2 "
+                        "to 1000");
+  c->reduction = (int)v;
   c->objective_node = cx_toml_get(t, "objective");
   if (c->objective_node) CX_TRY(cx_toml_as_string(c->objective_node, &c->objective));
   c->budget_node = cx_toml_get(t, "budget");

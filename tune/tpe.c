@@ -127,14 +127,17 @@ static double parzen_log(const parzen *pz, const cx_tune_dim *d, double x) {
   return log(fmax(sum, 1e-300));
 }
 
-/* Observations ordered best first (the larger value), ties by trial order. */
+/* Observations ordered best first (complete before pruned, then the larger value), ties by
+ * trial order. */
 typedef struct ranked {
   double value;
   int i;
+  bool pruned;
 } ranked;
 
 static int by_value(const void *a, const void *b) {
   const ranked *x = a, *y = b;
+  if (x->pruned != y->pruned) return x->pruned ? 1 : -1;
   if (x->value != y->value) return x->value > y->value ? -1 : 1;
   return (x->i > y->i) - (x->i < y->i);
 }
@@ -144,9 +147,12 @@ static cx_status split(const cx_tune_obs *obs, int n, int dim, double *xs, int *
   ranked *order = malloc(sizeof *order * (size_t)n);
   char *good = calloc((size_t)n, 1);
   if (!order || !good) return free(order), free(good), cx_fail(CX_ERR_NOMEM, "out of memory");
-  for (int i = 0; i < n; i++) order[i] = (ranked){obs[i].value, i};
+  int complete = 0;
+  for (int i = 0; i < n; i++) order[i] = (ranked){obs[i].value, i, obs[i].pruned};
+  for (int i = 0; i < n; i++) complete += !obs[i].pruned;
   qsort(order, (size_t)n, sizeof *order, by_value);
   int ng = (n + 9) / 10 < 25 ? (n + 9) / 10 : 25;
+  if (ng > complete) ng = complete; /* a pruned trial is never a good one */
   for (int i = 0; i < ng; i++) good[order[i].i] = 1;
   int a = 0, b = ng;
   for (int i = 0; i < n; i++) xs[good[i] ? a++ : b++] = obs[i].x[dim];

@@ -7,7 +7,7 @@
 #include "../core/file_replace.h"
 #include "tune.h"
 
-static const char *const status_names[] = {"running", "complete", "failed"};
+static const char *const status_names[] = {"running", "complete", "failed", "pruned"};
 
 const char *cx_tune_status_name(cx_tune_status s) { return status_names[s]; }
 
@@ -33,7 +33,9 @@ cx_status cx_tune_trial_write(const char *dir, const cx_tune_space *sp, const cx
   write_float(f, "seconds", t->seconds);
   fputs("shared = ", f);
   cx_tune_toml_string(f, t->shared);
-  fputs("\n# the sampler's coordinates (log for log ranges, the index of a choice)\nx = [", f);
+  fputs("\nrungs = [", f);
+  for (int r = 0; r < t->n_rungs; r++) fputs(r ? ", " : "", f), cx_tune_toml_float(f, t->rung[r]);
+  fputs("]\n# the sampler's coordinates (log for log ranges, the index of a choice)\nx = [", f);
   for (int d = 0; d < sp->n; d++) fputs(d ? ", " : "", f), cx_tune_toml_float(f, t->x[d]);
   fputs("]\n\n[params]\n", f);
   for (int d = 0; d < sp->n; d++) {
@@ -70,7 +72,7 @@ static cx_status read_all(const cx_toml *doc, const cx_tune_space *sp, cx_tune_t
   t->number = (int)n;
   CX_TRY(cx_toml_string(doc, "status", "running", &status));
   t->status = CX_TUNE_RUNNING;
-  for (int s = 0; s < 3; s++)
+  for (int s = 0; s < 4; s++)
     if (!strcmp(status, status_names[s])) t->status = (cx_tune_status)s;
   CX_TRY(cx_toml_float(doc, "value", NAN, &t->value));
   CX_TRY(cx_toml_float(doc, "top1", NAN, &t->top1));
@@ -79,6 +81,12 @@ static cx_status read_all(const cx_toml *doc, const cx_tune_space *sp, cx_tune_t
   CX_TRY(cx_toml_float(doc, "seconds", 0, &t->seconds));
   CX_TRY(cx_toml_string(doc, "shared", "", &shared));
   snprintf(t->shared, sizeof t->shared, "%s", shared);
+  const cx_toml *rungs = cx_toml_get(doc, "rungs");
+  if (rungs && (cx_toml_type_of(rungs) != CX_TOML_ARRAY || cx_toml_len(rungs) > CX_TUNE_MAX_RUNGS))
+    return cx_toml_fail(rungs, CX_ERR_FORMAT, "at most %d numbers", CX_TUNE_MAX_RUNGS);
+  t->n_rungs = (int)cx_toml_len(rungs);
+  for (int r = 0; r < t->n_rungs; r++)
+    CX_TRY(cx_toml_as_float(cx_toml_at(rungs, (size_t)r), &t->rung[r]));
   return read_x(doc, sp, t);
 }
 
@@ -116,7 +124,9 @@ void cx_tune_trial_json(FILE *f, const cx_tune_space *sp, const cx_tune_trial *t
   json_number(f, "top5", t->top5);
   json_number(f, "loss", t->loss);
   json_number(f, "seconds", t->seconds);
-  fputs(", \"shared\": ", f);
+  fputs(", \"rungs\": [", f);
+  for (int r = 0; r < t->n_rungs; r++) fputs(r ? ", " : "", f), cx_tune_toml_float(f, t->rung[r]);
+  fputs("], \"shared\": ", f);
   cx_tune_toml_string(f, t->shared);
   fprintf(f, ", \"folder\": \"trials/%04d\"}\n", t->number);
 }

@@ -12,7 +12,7 @@
 
 #include "../core/toml.h"
 
-enum { CX_TUNE_MAX_DIMS = 32 };
+enum { CX_TUNE_MAX_DIMS = 32, CX_TUNE_MAX_RUNGS = 16 };
 
 /* ---- the search space ---- */
 
@@ -65,6 +65,10 @@ typedef struct cx_tune_config {
   const char *objective; /* "<stage>.<top1|top5|loss>" as written, or NULL (cli's default) */
   const cx_toml *objective_node;
   const cx_toml *budget_node;
+  /* early_stop = "asha": successive halving on the objective stage's per-epoch validation
+   * (cx_tune_asha_promote) at rungs of min_epochs * reduction^k epochs */
+  bool asha;
+  int min_epochs, reduction;
   cx_tune_sampler sampler;
   cx_tune_space space;
 } cx_tune_config;
@@ -80,10 +84,12 @@ cx_status cx_tune_parse_duration(const cx_toml *node, double *seconds);
 /* ---- samplers ---- */
 
 /* A finished trial as a sampler sees it: its internal coordinates (one per dimension) and the
- * value to maximise (a loss negated); failed trials are not observations. */
+ * value to maximise (a loss negated); failed trials are not observations. A trial stopped early
+ * (pruned) is always among TPE's bad ones, whatever its value at the rung it stopped at. */
 typedef struct cx_tune_obs {
   const double *x;
   double value;
+  bool pruned;
 } cx_tune_obs;
 
 /* The point of trial number `trial` (from 0) given the observations so far, into x (one per
@@ -91,6 +97,15 @@ typedef struct cx_tune_obs {
  * the same points. TPE draws at random for its first n_startup observations. */
 cx_status cx_tune_sample(const cx_tune_space *sp, const cx_tune_sampler *s,
                          const cx_tune_obs *obs, int n_obs, int trial, double *x);
+
+/* ---- early stopping (successive halving, the rule of Optuna's SuccessiveHalvingPruner) ---- */
+
+/* The epochs of rung k: min_epochs * reduction^k (INT_MAX past what an int holds). */
+int cx_tune_rung_epochs(const cx_tune_config *c, int k);
+/* Whether a trial whose score (to maximise) at a rung is v goes on, among the scores at that
+ * rung of the trials before it (others[0..n)): v must be at least the (n + 1) / reduction-th
+ * best of all n + 1 (the best, when fewer than reduction of them). */
+bool cx_tune_asha_promote(const double *others, int n, double v, int reduction);
 
 /* ---- the TOML writer ---- */
 
@@ -119,6 +134,7 @@ typedef enum cx_tune_status {
   CX_TUNE_RUNNING,  /* started; an interrupted tune runs it again (its pipeline resumes) */
   CX_TUNE_COMPLETE,
   CX_TUNE_FAILED,
+  CX_TUNE_PRUNED,   /* stopped early at a rung (its value: the one there) */
 } cx_tune_status;
 
 typedef struct cx_tune_trial {
@@ -129,6 +145,8 @@ typedef struct cx_tune_trial {
   double top1, top5, loss; /* the objective stage's validation results (NAN: none) */
   double seconds;          /* wall time of its pipeline run(s) */
   char shared[128];        /* the stages it took from an earlier trial, "teacher distill" */
+  double rung[CX_TUNE_MAX_RUNGS]; /* the objective at each rung it reached (early stopping) */
+  int n_rungs;
 } cx_tune_trial;
 
 const char *cx_tune_status_name(cx_tune_status s);
