@@ -1,7 +1,6 @@
 /* compress tune FILE.toml: a hyperparameter search over the keys of a pipeline (docs/tune.md).
  * Each trial is the pipeline with the sampled keys, run in its own folder (cli/tune_trial.c);
  * the stages it does not change are taken from an earlier trial, so the teacher trains once. */
-#define _XOPEN_SOURCE 700 /* realpath */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,10 +24,13 @@ typedef struct tuner {
 
 /* ---- the output folder ---- */
 
+/* The output folder, absolute (a trial's pipeline file names it from elsewhere): --out, else
+ * [run] out_dir resolved against the tune file's folder, as the pipeline resolves it. Made
+ * later, once the checks have passed. */
 static cx_status find_root(tuner *tu) {
   cx_tune_run *t = &tu->run;
   const char *out = tu->out;
-  char path[PATH_MAX_];
+  char path[PATH_MAX_], cwd[PATH_MAX_];
   if (!out) {
     const cx_toml *o = cx_toml_get(tu->run.doc, "run.out_dir");
     if (!o) return cx_fail(CX_ERR_ARG, "%s: no output folder: set [run] out_dir or pass --out DIR",
@@ -38,11 +40,11 @@ static cx_status find_root(tuner *tu) {
     if (out[0] != '/' && slash)
       snprintf(path, sizeof path, "%.*s/%s", (int)(slash - t->file), t->file, out), out = path;
   }
-  CX_TRY(cx_cli_make_dirs(out));
-  char *real = realpath(out, NULL);
-  if (!real) return cx_fail(CX_ERR_IO, "%s: cannot resolve the output folder", out);
-  snprintf(t->root, sizeof t->root, "%s", real);
-  free(real);
+  if (out[0] != '/' && !getcwd(cwd, sizeof cwd))
+    return cx_fail(CX_ERR_IO, "cannot read the current folder");
+  if (snprintf(t->root, sizeof t->root, "%s%s%s", out[0] == '/' ? "" : cwd,
+               out[0] == '/' ? "" : "/", out) >= (int)sizeof t->root - 64)
+    return cx_fail(CX_ERR_ARG, "%s: the output folder's path is too long", out);
   return CX_OK;
 }
 
@@ -245,6 +247,7 @@ static cx_status prepare(tuner *tu) {
   t->exe[len] = 0;
   CX_TRY(find_root(tu));
   CX_TRY(cx_tune_check(t));
+  CX_TRY(cx_cli_make_dirs(t->root));
   CX_TRY(load_trials(tu));
   CX_TRY(check_state(tu, tu->n == 0));
   double one = trial_seconds(tu);
@@ -290,6 +293,9 @@ static int run(int argc, char **argv) {
     cx_status s = prepare(tu);
     if (s == CX_OK) s = tune_all(tu, &stop);
     if (tu->n) summary(tu);
+    if (s == CX_OK && !stop && tu->n && best_trial(tu) < 0)
+      s = cx_fail(CX_ERR_ARG, "no trial completed: trials/%04d/log.txt says why the last one "
+                  "failed", tu->n);
     rc = s != CX_OK ? cx_cli_fail(&cx_cmd_tune) : 0;
     if (!rc && stop) {
       fprintf(stderr, "compress tune: interrupted; run the same command again to continue\n");
@@ -314,7 +320,7 @@ const cx_command cx_cmd_tune = {
         "    budget = \"30m\"                  # wall time for all of them (optional)\n"
         "    sampler = \"tpe\"                 # or \"random\"\n"
         "    seed = 1\n"
-        "    early_stop = \"asha\"            # stop lagging trials by successive halving\n"
+        "    early_stop = \"asha\"             # stop lagging trials by successive halving\n"
         "    objective = \"distill.top1\"      # <stage>.top1, .top5 or .loss (default:\n"
         "                                    # the last stage's top-1)\n"
         "    \"distill.lr\" = {log = [1e-3, 0.3]}\n"

@@ -113,12 +113,15 @@ static cx_status absolute_paths(cx_tune_run *t) {
   return CX_OK;
 }
 
-/* Loads the pipeline of sets from a temporary file; on failure the message without the
- * temporary file's position (copied into msg). */
+/* Loads and checks the pipeline of sets from a temporary file (as `compress pipeline` does
+ * before it runs); on failure the message without the temporary file's position (copied into
+ * msg). */
 static cx_status probe(const cx_tune_run *t, const char *tmp, const cx_tune_set *sets, int n,
                        cx_pipeline *p, char *msg, size_t size) {
   cx_status s = write_file(t, sets, n, tmp, NULL);
   if (s == CX_OK) s = cx_pipeline_load(tmp, p);
+  /* the models and data too: class counts, input shapes, each stage's training keys */
+  if (s == CX_OK && (s = cx_pipeline_check(p, NULL)) != CX_OK) cx_pipeline_free(p);
   remove(tmp);
   if (s == CX_OK) return CX_OK;
   const char *m = cx_last_error();

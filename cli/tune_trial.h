@@ -32,9 +32,11 @@ void cx_tune_trial_dir(const cx_tune_run *t, int number, char *buf, size_t size)
 cx_status cx_tune_write_pipeline(const cx_tune_run *t, const double *x, const char *out,
                                  const char *path, const char *comment);
 /* The paths made absolute, then every key of the space checked against the pipeline at both
- * ends of its range (each choice): the pipeline's own reader refuses an unknown key (with its
- * did-you-mean), a wrong type or a value out of range, reported at the key in [tune]; then the
- * objective (default: top-1 of the last stage). Writes nothing but temporary files. */
+ * ends of its range (each choice): the pipeline's own reader and checks (cx_pipeline_load,
+ * cx_pipeline_check: models and data) refuse an unknown key (with its did-you-mean), a wrong
+ * type, a value out of range or a model that does not fit the data, reported at the key in
+ * [tune]; then the objective (default: top-1 of the last stage). Writes nothing but temporary
+ * files. */
 cx_status cx_tune_check(cx_tune_run *t);
 /* Before trial `number` (folder dir) runs: every stage of its pipeline whose hash a complete
  * stage of an earlier trial has (those[0..n)) is taken from there, its output linked and its

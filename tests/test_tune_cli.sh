@@ -78,7 +78,7 @@ bad_tune() {
   run 1 "$1" tune "$work/bad.toml" --out "$work/bad_out"
   one_line_error "$1" "compress tune: $work/bad.toml:$3: "
   expect_in "$1" err "$4"
-  [[ ! -e $work/bad_out/trials ]] || fail "$1: a trial folder was made"
+  [[ ! -e $work/bad_out ]] || fail "$1: the output folder was made"
 }
 bad_tune unknown-key 's/"distill.lr"/"distill.lrr"/' 34:17 \
   "with distill.lrr = 0.01 the pipeline is refused: unknown key 'lrr' in [distill]; did you mean 'lr'?"
