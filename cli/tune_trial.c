@@ -47,8 +47,8 @@ static void split_key(const char *dotted, char *table, size_t size, const char *
   *key = dot + 1;
 }
 
-/* The sets of a trial: the paths, out_dir, and the space's keys at x (NULL: none of them; a
- * dimension below 0 in only: that one alone). */
+/* The sets of a trial: the paths, out_dir, and the space's keys at x (x NULL: none of them;
+ * only >= 0: that dimension alone). tables holds their table names. */
 static int trial_sets(const cx_tune_run *t, const double *x, int only, const char *out,
                       cx_tune_set *sets, char tables[][128]) {
   int n = 0;
