@@ -7,7 +7,7 @@ static const cx_command *const commands[] = {
     &cx_cmd_demo, &cx_cmd_models, &cx_cmd_export_model, &cx_cmd_inspect, &cx_cmd_infer,
     &cx_cmd_convert, &cx_cmd_train, &cx_cmd_eval, &cx_cmd_profile, &cx_cmd_bench,
     &cx_cmd_lr_find, &cx_cmd_data, &cx_cmd_ops, &cx_cmd_pipeline, &cx_cmd_prune,
-    &cx_cmd_quantize,
+    &cx_cmd_quantize, &cx_cmd_tune,
 };
 enum { N_COMMANDS = sizeof commands / sizeof *commands };
 
