@@ -193,6 +193,11 @@ static void test_slice(void) {
              (int64_t[]){INT64_MAX, 9}, NULL, NULL);
   slice_case("Slice [3,5,7] step 3 on axis 2, axes given", &S(3, 5, 7), 1, (int64_t[]){1},
              (int64_t[]){7}, (int64_t[]){2}, (int64_t[]){3});
+  /* the option-A ResNet shortcut x[:, :, ::2, ::2] as one Slice over two axes (PyTorch 2's form;
+   * 1.13 writes two) on an activation, odd sizes so the last row and column are kept */
+  slice_case("Slice [2,3,7,5] axes 2,3 steps 2,2 (x[:, :, ::2, ::2])", &S(2, 3, 7, 5), 2,
+             (int64_t[]){0, 0}, (int64_t[]){INT64_MAX, INT64_MAX}, (int64_t[]){2, 3},
+             (int64_t[]){2, 2});
 
   cx_graph *g = cx_graph_new(); /* opset 1-9: attributes */
   int x = oc_param(g, "x", &S(4, 6), -1, 1, 21);

@@ -1,0 +1,113 @@
+"""Teachers of today's kinds, exported by the PyTorch the tests install, for test_torch_teachers.
+
+    torch_teachers.py OUT_DIR MODEL [MODEL ...]
+
+For each MODEL writes OUT_DIR/MODEL.onnx (batch dimension symbolic), MODEL_x.npy (an input of
+batch 2) and MODEL_y.npy (PyTorch's eval-mode output for it; row 0 is the batch-1 answer).
+Models with a training check also write MODEL_r.npy (a random output gradient R) and
+MODEL_dw.npy: d sum(R * output) / d (the first convolution's weight) with batch statistics, as
+a training step computes it. Weights are random (no download); BatchNorm statistics and
+ConvNeXt's layer scales are randomised so that no block is close to the identity.
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+
+
+class OptionA(nn.Module):
+    """The CIFAR ResNet block of He et al. with shortcut option A: the identity subsampled with
+    x[:, :, ::2, ::2] and zero channels padded on (the form of the usual CIFAR teachers)."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.pad = (cout - cin) // 2 if stride != 1 or cin != cout else None
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        if self.pad is None:
+            s = x
+        else:
+            s = F.pad(x[:, :, ::2, ::2], (0, 0, 0, 0, self.pad, self.pad), "constant", 0)
+        return F.relu(y + s)
+
+
+class CifarResNet(nn.Module):
+    def __init__(self, widths=(16, 32, 64), blocks=1, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, widths[0], 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(widths[0])
+        layers, cin = [], widths[0]
+        for i, w in enumerate(widths):
+            for b in range(blocks):
+                layers.append(OptionA(cin, w, 2 if i > 0 and b == 0 else 1))
+                cin = w
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        x = self.layers(F.relu(self.bn1(self.conv1(x))))
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def randomize(model, gen):
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.2, 0.2, generator=gen)
+                m.running_var.uniform_(0.5, 1.5, generator=gen)
+                m.weight.uniform_(0.5, 1.5, generator=gen)
+                m.bias.uniform_(-0.2, 0.2, generator=gen)
+            if hasattr(m, "layer_scale"):
+                m.layer_scale.uniform_(0.2, 1.0, generator=gen)
+
+
+# name: (constructor, input size, whether a training step is checked)
+MODELS = {
+    "resnet_option_a": (lambda: CifarResNet(), 32, True),
+    "convnext_tiny": (lambda: torchvision.models.convnext_tiny(), 64, False),
+}
+
+
+def export(name, out):
+    make, size, train = MODELS[name]
+    gen = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    model = make()
+    randomize(model, gen)
+    x = torch.randn(2, 3, size, size, generator=gen)
+    model.eval()
+    with torch.no_grad():
+        y = model(x)
+    path = os.path.join(out, name)
+    torch.onnx.export(model, x, path + ".onnx", opset_version=17,
+                      training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False,
+                      input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": {0: "N"}, "output": {0: "N"}})
+    np.save(path + "_x.npy", x.numpy())
+    np.save(path + "_y.npy", y.numpy())
+    if train:
+        model.train()
+        r = torch.randn(y.shape, generator=gen)
+        model.zero_grad()
+        (model(x) * r).sum().backward()
+        np.save(path + "_r.npy", r.numpy())
+        np.save(path + "_dw.npy", model.conv1.weight.grad.numpy())
+
+
+def main():
+    os.makedirs(sys.argv[1], exist_ok=True)
+    for name in sys.argv[2:]:
+        export(name, sys.argv[1])
+
+
+if __name__ == "__main__":
+    main()
