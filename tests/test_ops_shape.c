@@ -1,5 +1,5 @@
 /* Shape ops against their double references, and their gradients against finite differences:
- * Flatten, Reshape, Transpose, Concat, Split, Slice, Pad, Expand, Identity, Dropout (and through
+ * Flatten, Reshape, Transpose, Concat, Split, Slice, Pad, Expand, ExpandBatch, Identity, Dropout (and through
  * them SliceGrad, PadGrad, SplitGrad, DropoutTrain, DropoutGrad). */
 #include <math.h>
 #include <stdio.h>
@@ -267,6 +267,14 @@ static void test_expand(void) {
   in[1] = s64(g, "shape", 2, (int64_t[]){2, 3});
   op_node(g, "Expand", in, 2, 1);
   check("Expand [2,3] to itself", g);
+
+  /* ExpandBatch: ViT's class token [1,1,4] to [N,1,4], N from Ref's first dimension (3) */
+  g = cx_graph_new();
+  int eb[3] = {oc_param(g, "x", &S(1, 1, 4), -1, 1, 27), s64(g, "shape", 3, (int64_t[]){1, 1, 4}),
+               oc_const(g, "ref", &S(3, 2), -1, 1, 28)};
+  int n = op_node(g, "ExpandBatch", eb, 3, 1);
+  cx_node_set_ints(g, n, "batch_axes", (int64_t[]){0}, 1);
+  check("ExpandBatch [1,1,4] to [Ref's 3,1,4]", g);
 }
 
 /* ---- Dropout ---- */

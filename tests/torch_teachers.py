@@ -4,10 +4,11 @@
 
 For each MODEL writes OUT_DIR/MODEL.onnx (batch dimension symbolic), MODEL_x.npy (an input of
 batch 2) and MODEL_y.npy (PyTorch's eval-mode output for it; row 0 is the batch-1 answer).
-Models with a training check also write MODEL_r.npy (a random output gradient R) and
-MODEL_dw.npy: d sum(R * output) / d (the first convolution's weight) with batch statistics, as
-a training step computes it. Weights are random (no download); BatchNorm statistics and
-ConvNeXt's layer scales are randomised so that no block is close to the identity.
+Models with a training check also write MODEL_r.npy (a random output gradient R),
+MODEL_dw.npy: d sum(R * output) / d W for one parameter W (with batch statistics, as a training
+step computes it) and MODEL_dw.txt: W's name. Weights are random (no download); BatchNorm statistics,
+ConvNeXt's layer scales and ViT's class token and zero-initialised head are randomised so that
+no block is close to the identity and no output is constant.
 """
 import os
 import sys
@@ -17,6 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
+from torchvision.models.vision_transformer import VisionTransformer
 
 
 class OptionA(nn.Module):
@@ -68,12 +70,22 @@ def randomize(model, gen):
                 m.bias.uniform_(-0.2, 0.2, generator=gen)
             if hasattr(m, "layer_scale"):
                 m.layer_scale.uniform_(0.2, 1.0, generator=gen)
+            if hasattr(m, "class_token"):
+                m.class_token.normal_(0, 0.5, generator=gen)
+            # torchvision zero-initialises ViT's head: every output would be 0
+            if isinstance(m, nn.Linear) and not m.weight.any():
+                m.weight.normal_(0, 0.2, generator=gen)
 
 
-# name: (constructor, input size, whether a training step is checked)
+# name: (constructor, input size, the parameter whose gradient a training step checks or None)
 MODELS = {
-    "resnet_option_a": (lambda: CifarResNet(), 32, True),
-    "convnext_tiny": (lambda: torchvision.models.convnext_tiny(), 64, False),
+    # conv1's gradient flows back through every option-A shortcut
+    "resnet_option_a": (lambda: CifarResNet(), 32, "conv1.weight"),
+    "convnext_tiny": (lambda: torchvision.models.convnext_tiny(), 64, None),
+    # torchvision's VisionTransformer class at a small size (vit_b_16 is the same graph, wider)
+    "vit_small": (lambda: VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                            hidden_dim=32, mlp_dim=64, num_classes=10), 32,
+                  "class_token"),  # through Gather (x[:, 0]), the Expand, attention, LayerNorm
 }
 
 
@@ -100,7 +112,9 @@ def export(name, out):
         model.zero_grad()
         (model(x) * r).sum().backward()
         np.save(path + "_r.npy", r.numpy())
-        np.save(path + "_dw.npy", model.conv1.weight.grad.numpy())
+        np.save(path + "_dw.npy", model.get_parameter(train).grad.numpy())
+        with open(path + "_dw.txt", "w") as f:
+            f.write(train)
 
 
 def main():
