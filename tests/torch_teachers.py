@@ -18,6 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
+from torchvision.models.swin_transformer import SwinTransformer
 from torchvision.models.vision_transformer import VisionTransformer
 
 
@@ -86,6 +87,15 @@ MODELS = {
     "vit_small": (lambda: VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
                                             hidden_dim=32, mlp_dim=64, num_classes=10), 32,
                   "class_token"),  # through Gather (x[:, 0]), the Expand, attention, LayerNorm
+    # torchvision's SwinTransformer class, small: 8x8 patches in 4x4 windows, so the second block
+    # of stage 1 shifts its windows (the mask built with ScatterND, Mod, Transpose)
+    "swin_small": (lambda: SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2],
+                                           num_heads=[2, 4], window_size=[4, 4],
+                                           stochastic_depth_prob=0.0, num_classes=10), 32,
+                   "features.0.0.weight"),
+    # the torchvision models themselves, at 64x64 (too slow to export for the test suite: swin_t
+    # takes about a minute; run `test_torch_teachers swin_t` by hand)
+    "swin_t": (lambda: torchvision.models.swin_t(), 64, None),
 }
 
 
