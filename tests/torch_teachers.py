@@ -93,9 +93,11 @@ MODELS = {
                                            num_heads=[2, 4], window_size=[4, 4],
                                            stochastic_depth_prob=0.0, num_classes=10), 32,
                    "features.0.0.weight"),
-    # the torchvision models themselves, at 64x64 (too slow to export for the test suite: swin_t
-    # takes about a minute; run `test_torch_teachers swin_t` by hand)
+    # the torchvision models themselves (too slow to export for the test suite, a minute or more
+    # each; run `test_torch_teachers swin_t vit_b_16 efficientnet_v2_s` by hand)
     "swin_t": (lambda: torchvision.models.swin_t(), 64, None),
+    "vit_b_16": (lambda: torchvision.models.vit_b_16(), 224, None),
+    "efficientnet_v2_s": (lambda: torchvision.models.efficientnet_v2_s(), 64, None),
 }
 
 
