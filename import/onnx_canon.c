@@ -9,12 +9,11 @@
 #include "onnx_internal.h"
 
 /* Ops the importer rewrites into others, or takes only where they fold (shape arithmetic such as
- * Swin's window-mask construction: Mod, Pow, Not, ScatterND); everything else must be in the op
+ * Swin's window-mask construction: Mod, Not, ScatterND); everything else must be in the op
  * table. */
 static const char *const rewritten[] = {"Identity", "Squeeze", "Unsqueeze", "Cast", "Constant",
                                         "Shape", "Gather", "ConstantOfShape", "Range", "Equal",
-                                        "Where", "Floor", "Ceil", "Mod", "Pow", "Not",
-                                        "ScatterND", NULL};
+                                        "Where", "Floor", "Ceil", "Mod", "Not", "ScatterND", NULL};
 
 bool cx_onnx_op_known(const char *op) {
   for (int k = 0; rewritten[k]; k++)
