@@ -11,6 +11,7 @@ ConvNeXt's layer scales and ViT's class token and zero-initialised head are rand
 no block is close to the identity and no output is constant.
 """
 import os
+import re
 import sys
 
 import numpy as np
@@ -87,6 +88,11 @@ MODELS = {
     "vit_small": (lambda: VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
                                             hidden_dim=32, mlp_dim=64, num_classes=10), 32,
                   "class_token"),  # through Gather (x[:, 0]), the Expand, attention, LayerNorm
+    # the same at opset 13, which has no LayerNormalization: PyTorch writes ReduceMean, Sub,
+    # Pow(x, 2), Sqrt, Div
+    "vit_small_op13": (lambda: VisionTransformer(image_size=32, patch_size=8, num_layers=2,
+                                                 num_heads=2, hidden_dim=32, mlp_dim=64,
+                                                 num_classes=10), 32, "class_token"),
     # torchvision's SwinTransformer class, small: 8x8 patches in 4x4 windows, so the second block
     # of stage 1 shifts its windows (the mask built with ScatterND, Mod, Transpose)
     "swin_small": (lambda: SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2],
@@ -112,7 +118,9 @@ def export(name, out):
     with torch.no_grad():
         y = model(x)
     path = os.path.join(out, name)
-    torch.onnx.export(model, x, path + ".onnx", opset_version=17,
+    at = re.search(r"_op(\d+)$", name)  # a name ending in _opN exports at opset N
+    opset = int(at.group(1)) if at else 17
+    torch.onnx.export(model, x, path + ".onnx", opset_version=opset,
                       training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False,
                       input_names=["input"], output_names=["output"],
                       dynamic_axes={"input": {0: "N"}, "output": {0: "N"}})
