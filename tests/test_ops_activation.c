@@ -1,5 +1,5 @@
 /* Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Exp, Log, Sqrt, Erf, Gelu (both
- * approximations) and ActivationGrad:
+ * approximations), Reciprocal and ActivationGrad:
  * forward against the reference, gradients (through ActivationGrad) against finite differences,
  * with inputs spread over each function's interesting regions; every case once with AVX-512 (where
  * present) and once portable. */
@@ -29,7 +29,7 @@ static const act_case cases[] = {
     {"HardSwish", -5, 5, 0, 0, NULL},   {"Tanh", -4, 4, 0, 0, NULL},        {"Tanh", -0.6f, 0.6f, 0, 0, NULL},
     {"Exp", -4, 4, 0, 0, NULL},         {"Log", 0.2f, 5, 0, 0, NULL},       {"Sqrt", 0.2f, 5, 0, 0, NULL},
     {"Erf", -3, 3, 0, 0, NULL},         {"Gelu", -5, 5, 0, 0, NULL},        {"Gelu", -5, 5, 0, 0, "none"},
-    {"Gelu", -5, 5, 0, 0, "tanh"},
+    {"Gelu", -5, 5, 0, 0, "tanh"},     {"Reciprocal", 0.3f, 4, 0, 0, NULL},
 };
 
 static int activation(const act_case *c, cx_shape s) {
@@ -112,7 +112,8 @@ static int act_grads(void) {
          act_grad("HardSwish", true, false, false) + act_grad("Tanh", false, true, false) +
          act_grad("Exp", false, true, false) + act_grad("Log", true, false, false) +
          act_grad("Sqrt", false, true, false) + act_grad("Erf", true, false, false) +
-         act_grad("Gelu", true, false, false);
+         act_grad("Gelu", true, false, false) +
+         act_grad("Reciprocal", false, true, false);
 }
 
 /* Gelu's approximate must be "none" or "tanh": anything else is refused, naming the node. */

@@ -1,5 +1,5 @@
 /* Element-wise activations (Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Exp, Log,
- * Sqrt, Erf, Gelu) and their single gradient op ActivationGrad(dY, X, Y[, min, max]) with attribute `op`,
+ * Sqrt, Erf, Gelu, Reciprocal) and their single gradient op ActivationGrad(dY, X, Y[, min, max]) with attribute `op`,
  * which reads whichever of X and Y the derivative needs (the other is omitted: it can be freed). */
 
 #include "activation.h"
@@ -23,6 +23,7 @@ static const cx_act_info acts[CX_ACT_COUNT] = {
     [CX_ACT_SQRT] = {"Sqrt", false, true},
     [CX_ACT_ERF] = {"Erf", true, false},
     [CX_ACT_GELU] = {"Gelu", true, false},
+    [CX_ACT_RECIPROCAL] = {"Reciprocal", false, true}, /* d(1/x) = -y^2 */
 };
 
 const cx_act_info *cx_act_get(cx_act a) { return &acts[a]; }
@@ -173,6 +174,7 @@ ACT(op_log, "Log", no_attrs);
 ACT(op_sqrt, "Sqrt", no_attrs);
 ACT(op_erf, "Erf", no_attrs);
 ACT(op_gelu, "Gelu", gelu_attrs);
+ACT(op_reciprocal, "Reciprocal", no_attrs);
 static const cx_op_def op_clip = {"Clip", CX_DOMAIN_ONNX, 1, 3, 1, 1, clip_attrs,
                                   infer_act, grad_act, NULL, 0};
 static const cx_op_def op_act_grad = {"ActivationGrad", CX_DOMAIN_COMPRESS, 3, 5, 1, 1,
@@ -180,5 +182,6 @@ static const cx_op_def op_act_grad = {"ActivationGrad", CX_DOMAIN_COMPRESS, 3, 5
 
 const cx_op_def *const cx_ops_activation[] = {
     &op_relu, &op_leaky_relu, &op_clip, &op_sigmoid, &op_hard_sigmoid, &op_hard_swish,
-    &op_tanh, &op_exp, &op_log, &op_sqrt, &op_erf, &op_gelu, &op_act_grad, NULL,
+    &op_tanh, &op_exp, &op_log, &op_sqrt, &op_erf, &op_gelu, &op_reciprocal,
+    &op_act_grad, NULL,
 };

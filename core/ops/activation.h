@@ -21,6 +21,7 @@ typedef enum cx_act {
   CX_ACT_SQRT,
   CX_ACT_ERF,
   CX_ACT_GELU,
+  CX_ACT_RECIPROCAL,
   CX_ACT_COUNT
 } cx_act;
 

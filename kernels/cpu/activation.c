@@ -46,6 +46,7 @@ static float fwd1(const act_par *p, float x) {
   case CX_ACT_SQRT: return sqrtf(x);
   case CX_ACT_ERF: return erff(x);
   case CX_ACT_GELU: return gelu1(p->alpha, x);
+  case CX_ACT_RECIPROCAL: return 1.0f / x;
   case CX_ACT_COUNT: break;
   }
   return x;
@@ -69,6 +70,7 @@ static float bwd1(const act_par *p, float dy, float x, float y) {
   case CX_ACT_SQRT: return dy * 0.5f / y;
   case CX_ACT_ERF: return dy * 1.1283791671f * expf(-x * x); /* 2 / sqrt(pi) */
   case CX_ACT_GELU: return dy * gelu_grad1(p->alpha, x);
+  case CX_ACT_RECIPROCAL: return -dy * y * y;
   case CX_ACT_COUNT: break;
   }
   return dy;
@@ -132,6 +134,7 @@ AVX __m512 fwd16(const act_par *p, __m512 x) {
   case CX_ACT_LOG: /* these are handled by the portable loop */
   case CX_ACT_ERF:
   case CX_ACT_GELU:
+  case CX_ACT_RECIPROCAL:
   case CX_ACT_COUNT: break;
   }
   return x;
@@ -264,6 +267,7 @@ const cx_kernel cx_cpu_activation[] = {
     {"Sqrt", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
     {"Erf", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
     {"Gelu", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"Reciprocal", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
     {"ActivationGrad", NULL, run_act_grad, NULL, CX_LAYOUT_ELTWISE},
     {NULL, NULL, NULL, NULL, 0},
 };

@@ -52,6 +52,7 @@ static double forward(const act_par *p, double x) {
   case CX_ACT_SQRT: return sqrt(x);
   case CX_ACT_ERF: return erf(x);
   case CX_ACT_GELU: return gelu(p->alpha, x);
+  case CX_ACT_RECIPROCAL: return 1 / x;
   case CX_ACT_COUNT: break;
   }
   return x;
@@ -75,6 +76,7 @@ static double derivative(const act_par *p, double dy, double x, double y) {
   case CX_ACT_SQRT: return dy / (2 * y);
   case CX_ACT_ERF: return dy * 2 / sqrt(PI) * exp(-x * x);
   case CX_ACT_GELU: return dy * gelu_derivative(p->alpha, x);
+  case CX_ACT_RECIPROCAL: return -dy * y * y;
   case CX_ACT_COUNT: break;
   }
   return dy;
@@ -103,6 +105,6 @@ const cx_ref_entry cx_ref_activation[] = {
     {"Relu", ref_act},        {"LeakyRelu", ref_act}, {"Clip", ref_act},
     {"Sigmoid", ref_act},     {"HardSigmoid", ref_act}, {"HardSwish", ref_act},
     {"Tanh", ref_act},        {"Exp", ref_act},       {"Log", ref_act},
-    {"Sqrt", ref_act},        {"Erf", ref_act},       {"Gelu", ref_act},
+    {"Sqrt", ref_act},        {"Erf", ref_act},       {"Gelu", ref_act},       {"Reciprocal", ref_act},
     {"ActivationGrad", ref_act_grad}, {NULL, NULL},
 };
