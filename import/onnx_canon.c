@@ -8,10 +8,12 @@
 #include "../core/op.h"
 #include "onnx_internal.h"
 
-/* Ops the importer rewrites into others; everything else must be in the op table or fold. */
+/* Ops the importer rewrites into others, or takes only where they fold (shape arithmetic such as
+ * Swin's window-mask construction: Mod, Not, ScatterND); everything else must be in the op
+ * table. */
 static const char *const rewritten[] = {"Identity", "Squeeze", "Unsqueeze", "Cast", "Constant",
                                         "Shape", "Gather", "ConstantOfShape", "Range", "Equal",
-                                        "Where", "Floor", "Ceil", NULL};
+                                        "Where", "Floor", "Ceil", "Mod", "Not", "ScatterND", NULL};
 
 bool cx_onnx_op_known(const char *op) {
   for (int k = 0; rewritten[k]; k++)
@@ -401,6 +403,53 @@ static cx_status add_plain(cx_onnx_importer *im, const Onnx__NodeProto *n, const
   return cx_onnx_infer(im, node);
 }
 
+/* The graph input that carries the symbolic batch (its first dimension), or -1. */
+static int batch_input(const cx_onnx_importer *im) {
+  for (int k = 0; k < im->g->n_values; k++) {
+    const cx_value *v = &im->g->values[k];
+    if (v->kind == CX_VALUE_INPUT && v->shape.ndim > 0 && v->shape.d[0] < 0) return k;
+  }
+  return -1;
+}
+
+/* Expand to a shape that follows the batch (ViT's class token: Expand(token, [N, 1, D]) with N
+ * from Shape(x)): the axes whose folded size is the batch in both variants become ExpandBatch's
+ * batch_axes, read from the batch input when the program is compiled. *done stays false when
+ * the shape does not depend on the batch (a plain Expand then). */
+static cx_status add_expand_batch(cx_onnx_importer *im, const Onnx__NodeProto *n,
+                                  const char *name, int x, bool *done) {
+  *done = false;
+  const cx_onnx_folded *f =
+      n->n_input > 1 ? cx_onnx_find_folded(im, cx_onnx_resolve_alias(im, n->input[1])) : NULL;
+  if (!f || cx_graph_find_value(im->g, n->input[1]) >= 0) return CX_OK;
+  const cx_onnx_const *a = &f->v[0], *b = &f->v[1];
+  int64_t k = cx_shape_numel(&a->shape), axes[CX_MAX_DIMS];
+  int na = 0;
+  if (!a->i || !b->i || !cx_shape_equal(&a->shape, &b->shape) || k > CX_MAX_DIMS) return CX_OK;
+  double v[CX_MAX_DIMS];
+  for (int64_t d = 0; d < k; d++) {
+    v[d] = (double)a->i[d];
+    if (a->i[d] == b->i[d]) continue;
+    if (a->i[d] != 1 || b->i[d] != 2)
+      return cx_fail(CX_ERR_UNSUPPORTED, "node '%s' (Expand): its shape depends on the batch size "
+                     "other than as the batch itself (axis %lld); export the model with a fixed "
+                     "batch size", name, (long long)d);
+    axes[na++] = d;
+  }
+  if (!na) return CX_OK;
+  *done = true;
+  int ref = batch_input(im);
+  if (ref < 0)
+    return cx_fail(CX_ERR_UNSUPPORTED, "node '%s' (Expand): its shape follows the batch, but no "
+                   "graph input has a symbolic batch dimension", name);
+  int shape = const_input(im, name, "shape", CX_S64, (int)k, v);
+  int node = cx_graph_node_named(im->g, "ExpandBatch", name, (int[]){x, shape, ref}, 3,
+                                 (const char *const *)n->output, 1);
+  if (node < 0) return cx_graph_status(im->g);
+  cx_node_set_ints(im->g, node, "batch_axes", axes, na);
+  return cx_onnx_infer(im, node);
+}
+
 cx_status cx_onnx_add_node(cx_onnx_importer *im, const Onnx__NodeProto *n, const char *name) {
   const char *op = n->op_type;
   if (n->n_output < 1) return cx_fail(CX_ERR_FORMAT, "node '%s' (%s) has no outputs", name, op);
@@ -426,6 +475,11 @@ cx_status cx_onnx_add_node(cx_onnx_importer *im, const Onnx__NodeProto *n, const
     for (int64_t k = 0; same && k < cx_shape_numel(&f->v[0].shape); k++)
       same = f->v[0].i[k] == f->v[1].i[k];
     if (!same) return add_as_reshape(im, n, name, x);
+  }
+  if (!strcmp(op, "Expand")) {
+    bool done;
+    cx_status s = add_expand_batch(im, n, name, x, &done);
+    if (s != CX_OK || done) return s;
   }
   if (!cx_op_find(op))
     return cx_fail(CX_ERR_UNSUPPORTED, "node '%s': op %s is not supported unless its inputs are "

@@ -11,7 +11,8 @@ enum { MAX_FOLD_ELEMENTS = 1 << 20 };
 static const char *const fold_ops[] = {"Constant", "Shape", "Gather", "Unsqueeze", "Squeeze",
                                        "Concat", "Cast", "ConstantOfShape", "Range", "Reshape",
                                        "Add", "Sub", "Mul", "Div", "Slice", "Identity", "Neg",
-                                       "Equal", "Where", "Floor", "Ceil", "Sqrt", NULL};
+                                       "Equal", "Where", "Floor", "Ceil", "Sqrt", "Transpose", "Mod", "Pow",
+                                       "Not", "Expand", "ScatterND", NULL};
 
 /* DequantizeLinear is deliberately not here: DequantizeLinear(int8 initializer) must stay a node,
  * not become an f32 weight, so that a QDQ model keeps its structure (the INT8 runtime matches
@@ -126,13 +127,19 @@ bool cx_onnx_can_fold(cx_onnx_importer *im, const Onnx__NodeProto *n) {
     cx_shape s;
     return n->n_input == 1 && known_shape(im, n->input[0], 0, &s);
   }
+  /* A transposed or expanded float initializer is a weight (MatMul's in a transformer export,
+   * ViT's class token): it stays a node so that it stays a parameter. Computed tables (F.pad's
+   * pads, Swin's window mask) are shape arithmetic and fold. */
+  bool weights_stay = !strcmp(n->op_type, "Transpose") || !strcmp(n->op_type, "Expand");
   for (size_t k = 0; k < n->n_input; k++) {
     if (!*n->input[k]) continue;
     cx_onnx_const c;
     if (!cx_onnx_input_const(im, n->input[k], 0, &c)) return false;
     bool small = cx_shape_numel(&c.shape) <= MAX_FOLD_ELEMENTS;
+    bool weight = cx_onnx_dtype_is_float(c.dtype) &&
+                  !cx_onnx_find_folded(im, cx_onnx_resolve_alias(im, n->input[k]));
     cx_onnx_const_free(&c);
-    if (!small) return false;
+    if (!small || (weights_stay && weight)) return false;
   }
   return true;
 }
@@ -183,6 +190,7 @@ static cx_status fold_broadcast(const Onnx__NodeProto *n, const cx_onnx_const *a
   CX_TRY(fits(n, &s));
   const char *op = n->op_type;
   cx_dtype dt = !strcmp(op, "Equal") ? CX_BOOL : !strcmp(op, "Where") ? b->dtype : a->dtype;
+  bool fmod_mode = attr_int(n, "fmod", 0) != 0;
   *out = make(dt, &s);
   int64_t total = cx_shape_numel(&s), idx[CX_MAX_DIMS] = {0};
   for (int64_t k = 0; k < total; k++) {
@@ -205,6 +213,17 @@ static cx_status fold_broadcast(const Onnx__NodeProto *n, const cx_onnx_const *a
     else if (!strcmp(op, "Mul")) set(out, k, x * y, wrap_mul(xi, yi));
     else if (!strcmp(op, "Equal")) set(out, k, 0, out->f ? 0 : (a->f ? x == y : xi == yi));
     else if (!strcmp(op, "Where")) set(out, k, get_i(a, ia) ? y : get_f(c3, ic), xi ? yi : get_i(c3, ic));
+    else if (!strcmp(op, "Expand")) set(out, k, x, xi); /* b is the target shape's zeros */
+    else if (!strcmp(op, "Pow")) set(out, k, pow(x, y), to_i64(pow((double)xi, (double)yi)));
+    else if (!strcmp(op, "Mod")) {
+      if (!out->f && yi == 0) return bad(n, "integer modulo by zero in constant folding");
+      /* fmod = 0: the remainder takes the divisor's sign, as Python's %; 1: the dividend's */
+      double r = out->f ? fmod(x, y) : 0;
+      int64_t ri = out->f ? 0 : yi == -1 ? 0 : xi % yi;
+      if (!fmod_mode && out->f && r != 0 && (r < 0) != (y < 0)) r += y;
+      if (!fmod_mode && !out->f && ri != 0 && (ri < 0) != (yi < 0)) ri += yi;
+      set(out, k, r, ri);
+    }
     else { /* Div: integer division truncates, as ONNX Runtime's does */
       if (!out->f && yi == 0) return bad(n, "integer division by zero in constant folding");
       bool overflows = !out->f && xi == INT64_MIN && yi == -1;
@@ -297,28 +316,138 @@ static cx_status fold_concat(const Onnx__NodeProto *n, const cx_onnx_const *in, 
   return CX_OK;
 }
 
+/* One axis of a folded Slice, clamped as the ONNX spec says (the same rule as the op's own,
+ * core/ops/shape.c); the count of elements it keeps. */
+static int64_t fold_slice_axis(int64_t dim, int64_t *start, int64_t end, int64_t step) {
+  if (*start < 0) *start = *start < -dim ? -1 : *start + dim;
+  if (end < 0) end = end < -dim ? -1 : end + dim;
+  int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? dim : dim - 1;
+  *start = *start < lo ? lo : *start > hi ? hi : *start;
+  end = end < lo ? lo : end > hi ? hi : end;
+  int64_t count = step > 0 ? (end - *start) / step + ((end - *start) % step != 0)
+                           : (*start - end) / -step + ((*start - end) % -step != 0);
+  return count < 0 ? 0 : count;
+}
+
+/* Slice of a constant over any of its axes, with steps (exporters reverse F.pad's pads with a
+ * step -1 Slice of a [k, 2] table). */
 static cx_status fold_slice(const Onnx__NodeProto *n, const cx_onnx_const *in, int n_in,
                             cx_onnx_const *out) {
   const cx_shape *x = &in[0].shape;
-  if (x->ndim != 1 || n_in < 3) return bad(n, "only 1-D slices with input starts/ends fold");
-  for (int k = 1; k < n_in && k < 5; k++)
-    if ((in[k].i || in[k].f) && cx_shape_numel(&in[k].shape) < 1)
-      return bad(n, "starts, ends, axes and steps need a value each");
-  int64_t dim = x->d[0], start = get_i(&in[1], 0), end = get_i(&in[2], 0);
-  int64_t step = n_in > 4 && (in[4].i || in[4].f) ? get_i(&in[4], 0) : 1;
-  if (step == 0 || step == INT64_MIN) return bad(n, "step 0 (or out of range)");
-  if (start < 0) start = start < -dim ? -1 : start + dim;
-  if (end < 0) end = end < -dim ? -1 : end + dim;
-  int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? dim : dim - 1;
-  start = start < lo ? lo : start > hi ? hi : start;
-  end = end < lo ? lo : end > hi ? hi : end;
-  int64_t count = step > 0 ? (end - start) / step + ((end - start) % step != 0)
-                           : (start - end) / -step + ((start - end) % -step != 0);
-  if (count < 0) count = 0;
-  cx_shape s = {1, {count}};
+  if (n_in < 3) return bad(n, "only slices with input starts/ends fold");
+  int64_t na = cx_shape_numel(&in[1].shape);
+  for (int k = 2; k < n_in && k < 5; k++)
+    if ((in[k].i || in[k].f) && cx_shape_numel(&in[k].shape) != na)
+      return bad(n, "starts, ends, axes and steps need one value per sliced axis");
+  if (na > x->ndim) return bad(n, "more sliced axes than the input has");
+  int64_t start[CX_MAX_DIMS], step[CX_MAX_DIMS];
+  cx_shape s = *x;
+  bool seen[CX_MAX_DIMS] = {false};
+  for (int d = 0; d < x->ndim; d++) start[d] = 0, step[d] = 1;
+  for (int64_t k = 0; k < na; k++) {
+    int64_t ax = n_in > 3 && (in[3].i || in[3].f) ? get_i(&in[3], k) : k;
+    if (ax < 0) ax += x->ndim;
+    if (ax < 0 || ax >= x->ndim || seen[ax]) return bad(n, "an axis is out of range or repeated");
+    seen[ax] = true;
+    step[ax] = n_in > 4 && (in[4].i || in[4].f) ? get_i(&in[4], k) : 1;
+    if (step[ax] == 0 || step[ax] == INT64_MIN) return bad(n, "step 0 (or out of range)");
+    start[ax] = get_i(&in[1], k);
+    s.d[ax] = fold_slice_axis(x->d[ax], &start[ax], get_i(&in[2], k), step[ax]);
+  }
   *out = make(in[0].dtype, &s);
-  for (int64_t k = 0; k < count; k++)
-    set(out, k, get_f(&in[0], start + k * step), get_i(&in[0], start + k * step));
+  int64_t total = cx_shape_numel(&s);
+  for (int64_t k = 0; k < total; k++) {
+    int64_t rem = k, src = 0, stride = 1;
+    for (int d = s.ndim - 1; d >= 0; d--) {
+      src += (start[d] + rem % s.d[d] * step[d]) * stride;
+      rem /= s.d[d];
+      stride *= x->d[d];
+    }
+    set(out, k, get_f(&in[0], src), get_i(&in[0], src));
+  }
+  return CX_OK;
+}
+
+/* Transpose of a constant (the same pads table, rows and columns swapped). */
+static cx_status fold_transpose(const Onnx__NodeProto *n, const cx_onnx_const *x,
+                                cx_onnx_const *out) {
+  int r = x->shape.ndim;
+  int64_t perm[CX_MAX_DIMS];
+  const Onnx__AttributeProto *a = attr(n, "perm");
+  if (a && (int)a->n_ints != r) return bad(n, "perm needs one entry per dimension");
+  bool seen[CX_MAX_DIMS] = {false};
+  for (int d = 0; d < r; d++) {
+    perm[d] = a ? a->ints[d] : r - 1 - d;
+    if (perm[d] < 0) perm[d] += r;
+    if (perm[d] < 0 || perm[d] >= r || seen[perm[d]]) return bad(n, "perm is not a permutation");
+    seen[perm[d]] = true;
+  }
+  cx_shape s = {.ndim = r};
+  int64_t stride[CX_MAX_DIMS], st = 1;
+  for (int d = r - 1; d >= 0; d--) stride[d] = st, st *= x->shape.d[d];
+  for (int d = 0; d < r; d++) s.d[d] = x->shape.d[perm[d]];
+  *out = make(x->dtype, &s);
+  for (int64_t k = 0; k < cx_shape_numel(&s); k++) {
+    int64_t rem = k, src = 0;
+    for (int d = r - 1; d >= 0; d--) {
+      src += rem % s.d[d] * stride[perm[d]];
+      rem /= s.d[d];
+    }
+    set(out, k, get_f(x, src), get_i(x, src));
+  }
+  return CX_OK;
+}
+
+/* Expand of a constant: numpy broadcasting of in[0] against the shape in[1]. */
+static cx_status fold_expand(const Onnx__NodeProto *n, const cx_onnx_const *in, cx_onnx_const *out) {
+  int64_t k = cx_shape_numel(&in[1].shape);
+  if (k > CX_MAX_DIMS) return bad(n, "the shape has too many dimensions");
+  cx_shape t = {.ndim = (int)k};
+  for (int d = 0; d < t.ndim; d++) {
+    t.d[d] = get_i(&in[1], d);
+    if (t.d[d] < 0) return bad(n, "the shape has a negative dimension");
+  }
+  CX_TRY(fits(n, &t));
+  cx_onnx_const zeros = make(CX_S64, &t);
+  cx_status s = fold_broadcast(n, &in[0], &zeros, NULL, out);
+  cx_onnx_const_free(&zeros);
+  return s;
+}
+
+/* ScatterND of constants (reduction "none"): a copy of data with updates written at the index
+ * tuples (the last axis of indices), in order. Swin's shifted-window mask is built so. */
+static cx_status fold_scatter_nd(const Onnx__NodeProto *n, const cx_onnx_const *in, int n_in,
+                                 cx_onnx_const *out) {
+  const Onnx__AttributeProto *r = attr(n, "reduction");
+  if (r && r->s.len && !(r->s.len == 4 && !memcmp(r->s.data, "none", 4)))
+    return bad(n, "only reduction \"none\" folds");
+  if (n_in < 3) return bad(n, "data, indices and updates are needed");
+  const cx_shape *x = &in[0].shape, *ix = &in[1].shape, *u = &in[2].shape;
+  int q = ix->ndim;
+  int64_t k = q ? ix->d[q - 1] : 0;
+  if (q < 1 || k < 1 || k > x->ndim || u->ndim != q - 1 + x->ndim - k)
+    return bad(n, "indices and updates do not fit data (ONNX ScatterND's shapes)");
+  int64_t tuples = 1, slice = 1;
+  for (int d = 0; d < q - 1; d++) {
+    if (u->d[d] != ix->d[d]) return bad(n, "updates do not match indices");
+    tuples *= ix->d[d];
+  }
+  for (int d = (int)k; d < x->ndim; d++) {
+    if (u->d[q - 1 + d - k] != x->d[d]) return bad(n, "updates do not match data");
+    slice *= x->d[d];
+  }
+  *out = copy_const(&in[0]);
+  for (int64_t t = 0; t < tuples; t++) {
+    int64_t at = 0;
+    for (int64_t j = 0; j < k; j++) {
+      int64_t v = get_i(&in[1], t * k + j), dim = x->d[j];
+      if (v < 0) v += dim;
+      if (v < 0 || v >= dim) return bad(n, "an index is out of range");
+      at = at * dim + v;
+    }
+    for (int64_t e = 0; e < slice; e++)
+      set(out, at * slice + e, get_f(&in[2], t * slice + e), get_i(&in[2], t * slice + e));
+  }
   return CX_OK;
 }
 
@@ -367,6 +496,7 @@ static cx_status fold_one(cx_onnx_importer *im, const Onnx__NodeProto *n, int va
   if (!strcmp(op, "Squeeze")) return fold_squeeze(n, in, n_in, false, out);
   if (!strcmp(op, "Concat")) return fold_concat(n, in, n_in, out);
   if (!strcmp(op, "Slice")) return fold_slice(n, in, n_in, out);
+  if (!strcmp(op, "Transpose")) return fold_transpose(n, &in[0], out);
   if (!strcmp(op, "Where")) return fold_broadcast(n, &in[0], &in[1], &in[2], out);
   if (!strcmp(op, "Cast")) {
     cx_dtype to;
@@ -376,6 +506,13 @@ static cx_status fold_one(cx_onnx_importer *im, const Onnx__NodeProto *n, int va
       set(out, k, get_f(&in[0], k), get_i(&in[0], k));
     return CX_OK;
   }
+  if (!strcmp(op, "Not")) {
+    *out = make(CX_BOOL, &in[0].shape);
+    for (int64_t k = 0; k < cx_shape_numel(&in[0].shape); k++) set(out, k, 0, !get_i(&in[0], k));
+    return CX_OK;
+  }
+  if (!strcmp(op, "Expand")) return fold_expand(n, in, out);
+  if (!strcmp(op, "ScatterND")) return fold_scatter_nd(n, in, n_in, out);
   if (!strcmp(op, "Neg") || !strcmp(op, "Floor") || !strcmp(op, "Ceil") || !strcmp(op, "Sqrt")) {
     *out = copy_const(&in[0]);
     for (int64_t k = 0; k < cx_shape_numel(&in[0].shape); k++) {

@@ -1,10 +1,14 @@
-/* Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Exp, Log, Sqrt and ActivationGrad:
+/* Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Exp, Log, Sqrt, Erf, Gelu (both
+ * approximations), Reciprocal and ActivationGrad:
  * forward against the reference, gradients (through ActivationGrad) against finite differences,
  * with inputs spread over each function's interesting regions; every case once with AVX-512 (where
  * present) and once portable. */
 
 #include <stdio.h>
+#include <string.h>
 
+#include "../core/program.h"
+#include "../kernels/cpu/cpu.h"
 #include "../kernels/cpu/eltwise_engine.h"
 #include "op_check.h"
 
@@ -14,15 +18,18 @@ typedef struct act_case {
   const char *op;
   float lo, hi; /* input range */
   float alpha, beta; /* 0: the default */
+  const char *approximate; /* Gelu's; NULL: the default ("none") */
 } act_case;
 
 /* Ranges cover each kink and saturation: HardSigmoid's at +-2.5, HardSwish's at +-3. The seeds
  * keep sampled points more than the finite-difference step away from the kinks. */
 static const act_case cases[] = {
-    {"Relu", -3, 3, 0, 0},        {"LeakyRelu", -3, 3, 0, 0},   {"LeakyRelu", -3, 3, 0.2f, 0},
-    {"Sigmoid", -8, 8, 0, 0},     {"HardSigmoid", -4, 4, 0, 0}, {"HardSigmoid", -4, 4, 0.3f, 0.4f},
-    {"HardSwish", -5, 5, 0, 0},   {"Tanh", -4, 4, 0, 0},        {"Tanh", -0.6f, 0.6f, 0, 0},
-    {"Exp", -4, 4, 0, 0},         {"Log", 0.2f, 5, 0, 0},       {"Sqrt", 0.2f, 5, 0, 0},
+    {"Relu", -3, 3, 0, 0, NULL},        {"LeakyRelu", -3, 3, 0, 0, NULL},   {"LeakyRelu", -3, 3, 0.2f, 0, NULL},
+    {"Sigmoid", -8, 8, 0, 0, NULL},     {"HardSigmoid", -4, 4, 0, 0, NULL}, {"HardSigmoid", -4, 4, 0.3f, 0.4f, NULL},
+    {"HardSwish", -5, 5, 0, 0, NULL},   {"Tanh", -4, 4, 0, 0, NULL},        {"Tanh", -0.6f, 0.6f, 0, 0, NULL},
+    {"Exp", -4, 4, 0, 0, NULL},         {"Log", 0.2f, 5, 0, 0, NULL},       {"Sqrt", 0.2f, 5, 0, 0, NULL},
+    {"Erf", -3, 3, 0, 0, NULL},         {"Gelu", -5, 5, 0, 0, NULL},        {"Gelu", -5, 5, 0, 0, "none"},
+    {"Gelu", -5, 5, 0, 0, "tanh"},     {"Reciprocal", 0.3f, 4, 0, 0, NULL},
 };
 
 static int activation(const act_case *c, cx_shape s) {
@@ -31,11 +38,17 @@ static int activation(const act_case *c, cx_shape s) {
   int node = cx_graph_node(g, c->op, "y", &x, 1, 1);
   if (c->alpha != 0) cx_node_set_float(g, node, "alpha", c->alpha);
   if (c->beta != 0) cx_node_set_float(g, node, "beta", c->beta);
+  if (c->approximate) cx_node_set_string(g, node, "approximate", c->approximate);
   cx_graph_mark_output(g, cx_node_output(g, node, 0));
   char label[256], sh[CX_SHAPE_STR];
-  snprintf(label, sizeof label, "%s%s %s on [%g,%g)", c->op, c->alpha != 0 ? " (alpha set)" : "",
-           cx_shape_str(&s, sh), (double)c->lo, (double)c->hi);
-  int fails = oc_check(label, g, &grad_opts);
+  snprintf(label, sizeof label, "%s%s%s%s %s on [%g,%g)", c->op,
+           c->alpha != 0 ? " (alpha set)" : "", c->approximate ? " approximate=" : "",
+           c->approximate ? c->approximate : "", cx_shape_str(&s, sh), (double)c->lo,
+           (double)c->hi);
+  /* Gelu's two forms differ by under 1e-4 relative: a tighter bound tells them apart */
+  oc_opts o = grad_opts;
+  if (c->approximate) o.fwd_tol = 1e-5;
+  int fails = oc_check(label, g, &o);
   cx_graph_free(g);
   return fails;
 }
@@ -98,7 +111,27 @@ static int act_grads(void) {
          act_grad("Sigmoid", false, true, false) + act_grad("HardSigmoid", true, false, false) +
          act_grad("HardSwish", true, false, false) + act_grad("Tanh", false, true, false) +
          act_grad("Exp", false, true, false) + act_grad("Log", true, false, false) +
-         act_grad("Sqrt", false, true, false);
+         act_grad("Sqrt", false, true, false) + act_grad("Erf", true, false, false) +
+         act_grad("Gelu", true, false, false) +
+         act_grad("Reciprocal", false, true, false);
+}
+
+/* Gelu's approximate must be "none" or "tanh": anything else is refused, naming the node. */
+static int gelu_bad_approximation(void) {
+  cx_graph *g = cx_graph_new();
+  int x = oc_param(g, "x", &S(2, 3), -1, 1, 23);
+  int node = cx_graph_node(g, "Gelu", "y", &x, 1, 1);
+  cx_node_set_string(g, node, "approximate", "fast");
+  cx_graph_mark_output(g, cx_node_output(g, node, 0));
+  cx_program *p = NULL;
+  cx_compile_opts o = {.batch = 1, .backend = cx_backend_cpu()};
+  cx_status st = cx_program_compile(g, &o, &p);
+  bool ok = st != CX_OK && strstr(cx_last_error(), "'y'") && strstr(cx_last_error(), "fast");
+  printf("%s Gelu approximate \"fast\" refused: %s\n", ok ? "ok  " : "FAIL",
+         st != CX_OK ? cx_last_error() : "(compiled)");
+  cx_program_free(p);
+  cx_graph_free(g);
+  return !ok;
 }
 
 static int all_cases(void) {
@@ -108,7 +141,7 @@ static int all_cases(void) {
     f += activation(&cases[i], S(1, 5));
     f += activation(&cases[i], S(3, 37, 301));
   }
-  return f + clips() + act_grads();
+  return f + clips() + act_grads() + gelu_bad_approximation();
 }
 
 int main(void) {

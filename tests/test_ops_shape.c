@@ -1,5 +1,5 @@
 /* Shape ops against their double references, and their gradients against finite differences:
- * Flatten, Reshape, Transpose, Concat, Split, Slice, Pad, Expand, Identity, Dropout (and through
+ * Flatten, Reshape, Transpose, Concat, Split, Slice, Pad, Expand, ExpandBatch, Identity, Dropout (and through
  * them SliceGrad, PadGrad, SplitGrad, DropoutTrain, DropoutGrad). */
 #include <math.h>
 #include <stdio.h>
@@ -193,6 +193,11 @@ static void test_slice(void) {
              (int64_t[]){INT64_MAX, 9}, NULL, NULL);
   slice_case("Slice [3,5,7] step 3 on axis 2, axes given", &S(3, 5, 7), 1, (int64_t[]){1},
              (int64_t[]){7}, (int64_t[]){2}, (int64_t[]){3});
+  /* the option-A ResNet shortcut x[:, :, ::2, ::2] as one Slice over two axes (PyTorch 2's form;
+   * 1.13 writes two) on an activation, odd sizes so the last row and column are kept */
+  slice_case("Slice [2,3,7,5] axes 2,3 steps 2,2 (x[:, :, ::2, ::2])", &S(2, 3, 7, 5), 2,
+             (int64_t[]){0, 0}, (int64_t[]){INT64_MAX, INT64_MAX}, (int64_t[]){2, 3},
+             (int64_t[]){2, 2});
 
   cx_graph *g = cx_graph_new(); /* opset 1-9: attributes */
   int x = oc_param(g, "x", &S(4, 6), -1, 1, 21);
@@ -262,6 +267,14 @@ static void test_expand(void) {
   in[1] = s64(g, "shape", 2, (int64_t[]){2, 3});
   op_node(g, "Expand", in, 2, 1);
   check("Expand [2,3] to itself", g);
+
+  /* ExpandBatch: ViT's class token [1,1,4] to [N,1,4], N from Ref's first dimension (3) */
+  g = cx_graph_new();
+  int eb[3] = {oc_param(g, "x", &S(1, 1, 4), -1, 1, 27), s64(g, "shape", 3, (int64_t[]){1, 1, 4}),
+               oc_const(g, "ref", &S(3, 2), -1, 1, 28)};
+  int n = op_node(g, "ExpandBatch", eb, 3, 1);
+  cx_node_set_ints(g, n, "batch_axes", (int64_t[]){0}, 1);
+  check("ExpandBatch [1,1,4] to [Ref's 3,1,4]", g);
 }
 
 /* ---- Dropout ---- */

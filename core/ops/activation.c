@@ -1,5 +1,5 @@
 /* Element-wise activations (Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Exp, Log,
- * Sqrt) and their single gradient op ActivationGrad(dY, X, Y[, min, max]) with attribute `op`,
+ * Sqrt, Erf, Gelu, Reciprocal) and their single gradient op ActivationGrad(dY, X, Y[, min, max]) with attribute `op`,
  * which reads whichever of X and Y the derivative needs (the other is omitted: it can be freed). */
 
 #include "activation.h"
@@ -21,6 +21,9 @@ static const cx_act_info acts[CX_ACT_COUNT] = {
     [CX_ACT_EXP] = {"Exp", false, true},
     [CX_ACT_LOG] = {"Log", true, false},
     [CX_ACT_SQRT] = {"Sqrt", false, true},
+    [CX_ACT_ERF] = {"Erf", true, false},
+    [CX_ACT_GELU] = {"Gelu", true, false},
+    [CX_ACT_RECIPROCAL] = {"Reciprocal", false, true}, /* d(1/x) = -y^2 */
 };
 
 const cx_act_info *cx_act_get(cx_act a) { return &acts[a]; }
@@ -43,6 +46,7 @@ void cx_act_params(const cx_node *n, cx_act a, float *alpha, float *beta) {
     *alpha = cx_node_float(n, "alpha", 0.2f);
     *beta = cx_node_float(n, "beta", 0.5f);
   }
+  if (a == CX_ACT_GELU) *alpha = strcmp(cx_node_string(n, "approximate", "none"), "tanh") ? 0 : 1;
 }
 
 void cx_act_clip_bounds(const cx_node *n, const float *min_in, const float *max_in, float *lo,
@@ -70,7 +74,16 @@ static cx_status need_bound(const cx_infer_ctx *ctx, int i) {
                  cx_shape_str(&ctx->in_shape[i], s));
 }
 
+/* Gelu (opset 20): approximate is "none" (the erf form) or "tanh". */
+static cx_status need_approximation(const cx_node *n) {
+  const char *m = cx_node_string(n, "approximate", "none");
+  if (cx_act_of_node(n) != CX_ACT_GELU || !strcmp(m, "none") || !strcmp(m, "tanh")) return CX_OK;
+  return cx_fail(CX_ERR_UNSUPPORTED, "node '%s' (%s): approximate '%s' is not one of \"none\" "
+                 "and \"tanh\"", n->name, n->op->name, m);
+}
+
 static cx_status infer_act(const cx_infer_ctx *ctx) {
+  CX_TRY(need_approximation(ctx->node));
   CX_TRY(need_f32(ctx, 0));
   CX_TRY(need_bound(ctx, 1));
   CX_TRY(need_bound(ctx, 2));
@@ -85,6 +98,7 @@ static cx_status infer_act_grad(const cx_infer_ctx *ctx) {
   if (a < 0)
     return cx_fail(CX_ERR_ARG, "node '%s' (ActivationGrad): attribute op '%s' is not an "
                    "activation", n->name, cx_node_string(n, "op", "(missing)"));
+  CX_TRY(need_approximation(n));
   const cx_act_info *info = cx_act_get((cx_act)a);
   for (int i = 0; i < 3; i++) {
     bool wanted = i == 0 || (i == 1 && info->grad_x) || (i == 2 && info->grad_y);
@@ -141,7 +155,9 @@ static const cx_attr_schema clip_attrs[] = { /* opset 6 kept its bounds here */
 static const cx_attr_schema act_grad_attrs[] = {
     {"op", CX_ATTR_STRING, true}, {"alpha", CX_ATTR_FLOAT, false},
     {"beta", CX_ATTR_FLOAT, false}, {"min", CX_ATTR_FLOAT, false},
-    {"max", CX_ATTR_FLOAT, false}, {NULL, 0, false}};
+    {"max", CX_ATTR_FLOAT, false}, {"approximate", CX_ATTR_STRING, false}, {NULL, 0, false}};
+static const cx_attr_schema gelu_attrs[] = {{"approximate", CX_ATTR_STRING, false},
+                                            {NULL, 0, false}};
 
 #define ACT(var, name, attrs)                                                                      \
   static const cx_op_def var = {name, CX_DOMAIN_ONNX, 1, 1, 1, 1, attrs,                           \
@@ -156,6 +172,9 @@ ACT(op_tanh, "Tanh", no_attrs);
 ACT(op_exp, "Exp", no_attrs);
 ACT(op_log, "Log", no_attrs);
 ACT(op_sqrt, "Sqrt", no_attrs);
+ACT(op_erf, "Erf", no_attrs);
+ACT(op_gelu, "Gelu", gelu_attrs);
+ACT(op_reciprocal, "Reciprocal", no_attrs);
 static const cx_op_def op_clip = {"Clip", CX_DOMAIN_ONNX, 1, 3, 1, 1, clip_attrs,
                                   infer_act, grad_act, NULL, 0};
 static const cx_op_def op_act_grad = {"ActivationGrad", CX_DOMAIN_COMPRESS, 3, 5, 1, 1,
@@ -163,5 +182,6 @@ static const cx_op_def op_act_grad = {"ActivationGrad", CX_DOMAIN_COMPRESS, 3, 5
 
 const cx_op_def *const cx_ops_activation[] = {
     &op_relu, &op_leaky_relu, &op_clip, &op_sigmoid, &op_hard_sigmoid, &op_hard_swish,
-    &op_tanh, &op_exp, &op_log, &op_sqrt, &op_act_grad, NULL,
+    &op_tanh, &op_exp, &op_log, &op_sqrt, &op_erf, &op_gelu, &op_reciprocal,
+    &op_act_grad, NULL,
 };

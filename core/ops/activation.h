@@ -19,6 +19,9 @@ typedef enum cx_act {
   CX_ACT_EXP,
   CX_ACT_LOG,
   CX_ACT_SQRT,
+  CX_ACT_ERF,
+  CX_ACT_GELU,
+  CX_ACT_RECIPROCAL,
   CX_ACT_COUNT
 } cx_act;
 
@@ -36,7 +39,8 @@ int cx_act_find(const char *name);
 int cx_act_of_node(const cx_node *n);
 
 /* alpha and beta with the ONNX defaults of the node's activation (LeakyRelu alpha 0.01,
- * HardSigmoid alpha 0.2 beta 0.5); 0 for the others. */
+ * HardSigmoid alpha 0.2 beta 0.5, Gelu alpha 1 for approximate = "tanh" and 0 for the exact
+ * erf form); 0 for the others. */
 void cx_act_params(const cx_node *n, cx_act a, float *alpha, float *beta);
 
 /* Clip's bounds: opset 11+ inputs 1 and 2 when present (value pointers, NULL when omitted),

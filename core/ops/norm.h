@@ -16,4 +16,9 @@
 /* Whether node n (BatchNormTrain or BatchNormGrad) has a fused activation, and its bounds. */
 bool cx_bn_activation(const cx_node *n, float *lo, float *hi);
 
+/* LayerNormalization (opset 17) normalises X over its trailing axes from `axis` (default -1): X
+ * seen as [rows, cols], cols the product of the normalised dimensions. Shared by shape
+ * inference, the kernels and the references so that they split alike. */
+cx_status cx_layer_norm_split(const cx_node *n, const cx_shape *x, int64_t *rows, int64_t *cols);
+
 #endif

@@ -1,4 +1,5 @@
-/* Shape ops: Flatten, Reshape, Transpose, Concat, Split, Slice, Pad, Expand, Identity, Dropout,
+/* Shape ops: Flatten, Reshape, Transpose, Concat, Split, Slice, Pad, Expand (and ExpandBatch),
+ * Identity, Dropout,
  * and the internal ops their gradients use (SliceGrad, PadGrad, SplitGrad, DropoutTrain,
  * DropoutGrad). Shape-defining operands (Reshape's shape, Slice's starts...) must be constants:
  * programs are compiled for fixed shapes. */
@@ -599,16 +600,26 @@ static cx_status infer_expand(const cx_infer_ctx *c) {
   int k = 0;
   CX_TRY(const_ints(c, 1, "shape", &v, &k));
   if (k > CX_MAX_DIMS)
-    return cx_fail(CX_ERR_SHAPE, "node '%s' (Expand): shape has %d dimensions (at most %d)",
-                   c->node->name, k, CX_MAX_DIMS);
+    return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): shape has %d dimensions (at most %d)",
+                   c->node->name, c->node->op->name, k, CX_MAX_DIMS);
   cx_shape want = cx_shape_make(k, v), out;
+  /* ExpandBatch: the listed axes of the target are the batch, Ref's first dimension */
+  const int64_t *axes = NULL;
+  int na = c->node->n_in > 2 ? cx_node_ints(c->node, "batch_axes", &axes) : 0;
+  for (int j = 0; j < na; j++) {
+    if (axes[j] < 0 || axes[j] >= k || c->in_shape[2].ndim < 1)
+      return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): batch axis %lld is outside the target shape, "
+                     "or Ref has no batch dimension", c->node->name, c->node->op->name,
+                     (long long)axes[j]);
+    want.d[axes[j]] = c->in_shape[2].d[0];
+  }
   for (int d = 0; d < k; d++)
-    if (v[d] < 0)
-      return cx_fail(CX_ERR_SHAPE, "node '%s' (Expand): shape has a negative dimension",
-                     c->node->name);
+    if (want.d[d] < 0)
+      return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): shape has a negative dimension",
+                     c->node->name, c->node->op->name);
   cx_status s = cx_shape_broadcast(&c->in_shape[0], &want, &out);
   if (s != CX_OK) {
-    cx_error_prefix("node '%s' (Expand)", c->node->name);
+    cx_error_prefix("node '%s' (%s)", c->node->name, c->node->op->name);
     return s;
   }
   set_out(c, 0, &out, c->in_dtype[0]);
@@ -704,6 +715,7 @@ static const cx_attr_schema pad_grad_attrs[] = {
     {"shape", CX_ATTR_INTS, true}, {"mode", CX_ATTR_STRING, false}, {"pads", CX_ATTR_INTS, false},
     {"value", CX_ATTR_FLOAT, false}, {NULL}};
 static const cx_attr_schema no_attrs[] = {{NULL}};
+static const cx_attr_schema expand_batch_attrs[] = {{"batch_axes", CX_ATTR_INTS, true}, {NULL}};
 static const cx_attr_schema dropout_attrs[] = {
     {"seed", CX_ATTR_INT, false}, {"ratio", CX_ATTR_FLOAT, false}, {NULL}};
 
@@ -731,6 +743,11 @@ static const cx_op_def op_pad_grad = {"PadGrad", OURS, 1, 4, 1, 1, pad_grad_attr
                                       NULL, NULL, 0};
 static const cx_op_def op_expand = {"Expand", ONNX, 2, 2, 1, 1, no_attrs, infer_expand,
                                     grad_expand, NULL, 0};
+/* ExpandBatch(X, shape, Ref): Expand whose target follows the batch on `batch_axes` (Ref's first
+ * dimension there); the importer writes it for exporters' batch-sized Expand (ViT's class token,
+ * expanded to [N, 1, D]), so the batch stays symbolic. Its kernels are Expand's. */
+static const cx_op_def op_expand_batch = {"ExpandBatch", OURS, 3, 3, 1, 1, expand_batch_attrs,
+                                          infer_expand, grad_expand, NULL, 0};
 static const cx_op_def op_identity = {"Identity", ONNX, 1, 1, 1, 1, no_attrs, infer_identity,
                                       grad_identity, NULL, 0};
 static const cx_op_def op_dropout = {"Dropout", ONNX, 1, 3, 1, 2, dropout_attrs, infer_dropout,
@@ -744,5 +761,5 @@ static const cx_op_def op_dropout_grad = {"DropoutGrad", OURS, 2, 3, 1, 1, dropo
 const cx_op_def *const cx_ops_shape[] = {
     &op_flatten, &op_reshape,   &op_transpose,  &op_concat, &op_split,
     &op_split_grad, &op_slice,  &op_slice_grad, &op_pad,    &op_pad_grad,
-    &op_expand,  &op_identity,  &op_dropout,    &op_dropout_train, &op_dropout_grad,
+    &op_expand,  &op_expand_batch, &op_identity,  &op_dropout,    &op_dropout_train, &op_dropout_grad,
     NULL};

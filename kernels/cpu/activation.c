@@ -19,6 +19,19 @@ typedef struct act_par {
 
 static inline float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+/* Gelu: x * Phi(x) (alpha 0), or with tanh approximating Phi (alpha 1, approximate = "tanh") */
+static float gelu1(float alpha, float x) {
+  if (alpha == 0) return 0.5f * x * (1 + erff(x * 0.7071067812f));
+  return 0.5f * x * (1 + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
+}
+
+static float gelu_grad1(float alpha, float x) {
+  if (alpha == 0)
+    return 0.5f * (1 + erff(x * 0.7071067812f)) + x * 0.3989422804f * expf(-0.5f * x * x);
+  float t = tanhf(0.7978845608f * (x + 0.044715f * x * x * x));
+  return 0.5f * (1 + t) + 0.5f * x * (1 - t * t) * 0.7978845608f * (1 + 3 * 0.044715f * x * x);
+}
+
 static float fwd1(const act_par *p, float x) {
   switch (p->op) {
   case CX_ACT_RELU: return x > 0 ? x : 0;
@@ -31,6 +44,9 @@ static float fwd1(const act_par *p, float x) {
   case CX_ACT_EXP: return expf(x);
   case CX_ACT_LOG: return logf(x);
   case CX_ACT_SQRT: return sqrtf(x);
+  case CX_ACT_ERF: return erff(x);
+  case CX_ACT_GELU: return gelu1(p->alpha, x);
+  case CX_ACT_RECIPROCAL: return 1.0f / x;
   case CX_ACT_COUNT: break;
   }
   return x;
@@ -52,6 +68,9 @@ static float bwd1(const act_par *p, float dy, float x, float y) {
   case CX_ACT_EXP: return dy * y;
   case CX_ACT_LOG: return dy / x;
   case CX_ACT_SQRT: return dy * 0.5f / y;
+  case CX_ACT_ERF: return dy * 1.1283791671f * expf(-x * x); /* 2 / sqrt(pi) */
+  case CX_ACT_GELU: return dy * gelu_grad1(p->alpha, x);
+  case CX_ACT_RECIPROCAL: return -dy * y * y;
   case CX_ACT_COUNT: break;
   }
   return dy;
@@ -112,7 +131,10 @@ AVX __m512 fwd16(const act_par *p, __m512 x) {
   case CX_ACT_TANH: return tanh16(x);
   case CX_ACT_EXP: return cx_exp16(x);
   case CX_ACT_SQRT: return _mm512_sqrt_ps(x);
-  case CX_ACT_LOG: /* handled by the portable loop */
+  case CX_ACT_LOG: /* these are handled by the portable loop */
+  case CX_ACT_ERF:
+  case CX_ACT_GELU:
+  case CX_ACT_RECIPROCAL:
   case CX_ACT_COUNT: break;
   }
   return x;
@@ -243,6 +265,9 @@ const cx_kernel cx_cpu_activation[] = {
     {"Exp", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
     {"Log", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
     {"Sqrt", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"Erf", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"Gelu", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
+    {"Reciprocal", NULL, run_act, NULL, CX_LAYOUT_ELTWISE},
     {"ActivationGrad", NULL, run_act_grad, NULL, CX_LAYOUT_ELTWISE},
     {NULL, NULL, NULL, NULL, 0},
 };

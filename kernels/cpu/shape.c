@@ -337,6 +337,7 @@ const cx_kernel cx_cpu_shape[] = {
     {"SplitGrad", NULL, run_concat, NULL, 0},
     {"Split", NULL, run_split, NULL, 0},
     {"Expand", NULL, run_expand, NULL, 0},
+    {"ExpandBatch", NULL, run_expand, NULL, 0},
     {"Pad", NULL, run_pad, NULL, 0},
     {"PadGrad", NULL, run_pad_grad, NULL, 0},
     {"DropoutTrain", NULL, run_dropout_train, NULL, 0},

@@ -24,6 +24,20 @@ static act_par params(const cx_ref_args *a, int lo_in) {
   return p;
 }
 
+static const double PI = 3.14159265358979323846;
+
+/* Gelu from its definition: x * Phi(x), or the tanh approximation (alpha 1) */
+static double gelu(double alpha, double x) {
+  if (alpha == 0) return 0.5 * x * (1 + erf(x / sqrt(2)));
+  return 0.5 * x * (1 + tanh(sqrt(2 / PI) * (x + 0.044715 * x * x * x)));
+}
+
+static double gelu_derivative(double alpha, double x) {
+  if (alpha == 0) return 0.5 * (1 + erf(x / sqrt(2))) + x * exp(-x * x / 2) / sqrt(2 * PI);
+  double k = sqrt(2 / PI), t = tanh(k * (x + 0.044715 * x * x * x));
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
+}
+
 static double forward(const act_par *p, double x) {
   switch (p->op) {
   case CX_ACT_RELU: return x > 0 ? x : 0;
@@ -36,6 +50,9 @@ static double forward(const act_par *p, double x) {
   case CX_ACT_EXP: return exp(x);
   case CX_ACT_LOG: return log(x);
   case CX_ACT_SQRT: return sqrt(x);
+  case CX_ACT_ERF: return erf(x);
+  case CX_ACT_GELU: return gelu(p->alpha, x);
+  case CX_ACT_RECIPROCAL: return 1 / x;
   case CX_ACT_COUNT: break;
   }
   return x;
@@ -57,6 +74,9 @@ static double derivative(const act_par *p, double dy, double x, double y) {
   case CX_ACT_EXP: return dy * y;
   case CX_ACT_LOG: return dy / x;
   case CX_ACT_SQRT: return dy / (2 * y);
+  case CX_ACT_ERF: return dy * 2 / sqrt(PI) * exp(-x * x);
+  case CX_ACT_GELU: return dy * gelu_derivative(p->alpha, x);
+  case CX_ACT_RECIPROCAL: return -dy * y * y;
   case CX_ACT_COUNT: break;
   }
   return dy;
@@ -85,5 +105,6 @@ const cx_ref_entry cx_ref_activation[] = {
     {"Relu", ref_act},        {"LeakyRelu", ref_act}, {"Clip", ref_act},
     {"Sigmoid", ref_act},     {"HardSigmoid", ref_act}, {"HardSwish", ref_act},
     {"Tanh", ref_act},        {"Exp", ref_act},       {"Log", ref_act},
-    {"Sqrt", ref_act},        {"ActivationGrad", ref_act_grad}, {NULL, NULL},
+    {"Sqrt", ref_act},        {"Erf", ref_act},       {"Gelu", ref_act},       {"Reciprocal", ref_act},
+    {"ActivationGrad", ref_act_grad}, {NULL, NULL},
 };

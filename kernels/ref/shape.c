@@ -287,6 +287,7 @@ const cx_ref_entry cx_ref_shape[] = {
     {"Pad", ref_pad},
     {"PadGrad", ref_pad_grad},
     {"Expand", ref_expand},
+    {"ExpandBatch", ref_expand},
     {"DropoutTrain", ref_dropout_train},
     {"DropoutGrad", ref_dropout_grad},
     {NULL, NULL},
