@@ -134,6 +134,7 @@ static H5FD_t *guard_open(const char *name, unsigned flags, hid_t fapl, haddr_t 
 static herr_t guard_close(H5FD_t *f) {
   guard_file *g = (guard_file *)f;
   int rc = close(g->oh.fd);
+  cx_h5_ohdr_free(&g->oh);
   free(g);
   return rc == 0 ? 0 : -1;
 }

@@ -224,12 +224,24 @@ static bool attribute_ok(const cx_h5_ohdr_file *f, const unsigned char *m, size_
   return !vlen || cx_h5_vlen_refs_ok(f, m + at, count, vlen_base(dtp, dt), why);
 }
 
-static void remember_continuation(cx_h5_ohdr_file *f, const unsigned char *m, size_t n) {
-  if (n < 16 || f->n_cont == CX_H5_CONT_MAX) return;
+static bool remember_continuation(cx_h5_ohdr_file *f, const unsigned char *m, size_t n) {
+  if (n < 16) return true; /* libhdf5 refuses a continuation message this short */
   uint64_t addr = le(m, 8) + f->base;
-  for (int i = 0; i < f->n_cont; i++)
-    if (f->cont[i] == addr) return;
+  for (size_t i = 0; i < f->n_cont; i++)
+    if (f->cont[i] == addr) return true;
+  if (f->n_cont == f->cap) {
+    size_t cap = f->cap ? 2 * f->cap : 64;
+    uint64_t *c = realloc(f->cont, cap * sizeof *c);
+    if (!c) return false;
+    f->cont = c, f->cap = cap;
+  }
   f->cont[f->n_cont++] = addr;
+  return true;
+}
+
+void cx_h5_ohdr_free(cx_h5_ohdr_file *f) {
+  free(f->cont);
+  f->cont = NULL, f->n_cont = f->cap = 0;
 }
 
 /* The messages of one chunk in b[0, n) (n: the chunk's end, or where the read cut it). */
@@ -240,7 +252,7 @@ static bool messages_ok(cx_h5_ohdr_file *f, const unsigned char *b, size_t n, co
     size_t size = le(b + p + 2, 2);
     if (size > n - p - MSG_HDR) break; /* cut by the read, or corrupt: libhdf5 checks this */
     const unsigned char *m = b + p + MSG_HDR;
-    if (type == MSG_CONT) remember_continuation(f, m, size);
+    if (type == MSG_CONT && !remember_continuation(f, m, size)) return fail(why, "out of memory");
     if (!(flags & MSG_SHARED) && ((type == MSG_ATTR && !attribute_ok(f, m, size, why)) ||
                                   (type == MSG_DTYPE && !dtype_ok(m, size, why))))
       return false;
@@ -250,7 +262,7 @@ static bool messages_ok(cx_h5_ohdr_file *f, const unsigned char *b, size_t n, co
 }
 
 static bool is_continuation(const cx_h5_ohdr_file *f, uint64_t addr) {
-  for (int i = 0; i < f->n_cont; i++)
+  for (size_t i = 0; i < f->n_cont; i++)
     if (f->cont[i] == addr) return true;
   return false;
 }

@@ -15,8 +15,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { CX_H5_CONT_MAX = 64 };
-
 typedef struct cx_h5_ohdr_file {
   int fd;       /* for reading the global heap collections strings point into */
   uint64_t eof; /* the file's size */
@@ -24,10 +22,14 @@ typedef struct cx_h5_ohdr_file {
    * the addresses inside headers and references are relative to it, the driver's are not */
   uint64_t base;
   /* the continuation chunks the headers read so far point to: a read at one of these
-   * addresses is a chunk of messages, any other object header read starts with the prefix */
-  uint64_t cont[CX_H5_CONT_MAX];
-  int n_cont;
+   * addresses is a chunk of messages, any other object header read starts with the prefix
+   * (all of them are kept: one missed would be walked as a prefix, and refused) */
+  uint64_t *cont;
+  size_t n_cont, cap;
 } cx_h5_ohdr_file;
+
+/* Frees what the walks kept (the file's descriptor is the driver's). */
+void cx_h5_ohdr_free(cx_h5_ohdr_file *f);
 
 /* The object header bytes HDF5 read at addr into buf[0, len): false, with *why set, when an
  * attribute message in it would make libhdf5 overrun or allocate without bound. A message cut
