@@ -228,7 +228,8 @@ static bool is_persistent(const cx_program *p, int v) {
 /* Where a fused node adds into one of its inputs (core/infer_fuse.h: ConvFused's residual) and
  * that input is an arena buffer of the output's size whose last reader is that node, the two
  * values become one request: the output takes the input's buffer (alias[output] = input) and
- * the request lives until the output's last reader. */
+ * the request lives until the output's last reader. Not where the node reads S as another input
+ * too (a conv of x plus x), which it would overwrite while reading. */
 static int merge_accumulators(const cx_program *p, cx_plan_request *req, int n_req, int *alias) {
   const cx_graph *g = p->g;
   int *at = malloc(sizeof(int) * ((size_t)g->n_values + 1));
@@ -240,7 +241,10 @@ static int merge_accumulators(const cx_program *p, cx_plan_request *req, int n_r
     if (k < 0) continue;
     int s = g->nodes[i].in[k], y = g->nodes[i].out[0];
     int rs = at[s], ry = at[y];
-    if (rs < 0 || ry < 0 || req[rs].last != i || req[rs].bytes != req[ry].bytes) continue;
+    bool read_too = false; /* the node also reads S otherwise (as X): it must not write over it */
+    for (int j = 0; j < g->nodes[i].n_in; j++) read_too = read_too || (j != k && g->nodes[i].in[j] == s);
+    if (rs < 0 || ry < 0 || read_too || req[rs].last != i || req[rs].bytes != req[ry].bytes)
+      continue;
     req[rs].last = req[ry].last;
     alias[y] = s;
     req[ry] = req[--n_req];
