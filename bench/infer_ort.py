@@ -5,7 +5,9 @@ Exports torchvision classifiers (random weights, randomised BatchNorm statistics
 in eval mode) with the tests' exporter (tests/prune_torch_models.py), then for each model and batch size runs ROUNDS rounds,
 each timing in turn:
   ours        compress profile FILE --batch B   (forward ms a batch, mean of STEPS)
-  ours unfused  the same with CX_FUSE=off       (no inference fusions: the "before" figure)
+  before      the same with CX_FUSE=off CX_CONV_NHWC=nhwc: no inference fusions, and
+              channels-last convolutions kept NHWC as training programs keep them (what
+              inference ran before both)
   ORT         InferenceSession.run, all graph optimizations, mean of STEPS after a warm-up
 and prints each one's median over the rounds (the runs alternate, so drifting load on a shared
 machine hits all alike), the spread, and the ratio ORT ms / ours ms (above 1: we are faster).
@@ -15,7 +17,7 @@ as bench/int8_speed.py does: on a shared machine a spinning thread that loses it
 every barrier.
 
 usage: infer_ort.py [--compress build/compress] [--threads 1] [--batches 1,32] [--rounds 3]
-                    [--steps 5] [--size 224] [MODEL ...]
+                    [--steps 5] [--warmup 2] [--size 224] [MODEL ...]
 MODEL: resnet18 resnet50 mobilenet_v2 mobilenet_v3_large efficientnet_b0 (default: all)"""
 import argparse
 import json
@@ -47,9 +49,10 @@ def cores(threads):
 def ours(args, path, batch, fused):
     env = dict(os.environ, OMP_WAIT_POLICY="passive")
     if not fused:
-        env["CX_FUSE"] = "off"
+        env.update(CX_FUSE="off", CX_CONV_NHWC="nhwc")
     cmd = ["taskset", "-c", cores(args.threads), args.compress, "profile", path, "--batch",
-           str(batch), "--threads", str(args.threads), "--steps", str(args.steps), "--warmup", "2",
+           str(batch), "--threads", str(args.threads), "--steps", str(args.steps), "--warmup",
+           str(args.warmup),
            "--json"]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out)["forward_ms"]
@@ -63,10 +66,10 @@ def session(path, threads):
     return ort.InferenceSession(path, o, providers=["CPUExecutionProvider"])
 
 
-def ort_ms(sess, x, steps):
+def ort_ms(sess, x, steps, warmup):
     feed = {sess.get_inputs()[0].name: x}
-    sess.run(None, feed)
-    sess.run(None, feed)
+    for _ in range(warmup):
+        sess.run(None, feed)
     t = time.perf_counter()
     for _ in range(steps):
         sess.run(None, feed)
@@ -83,15 +86,15 @@ def bench(args, name, path):
     for batch in args.batches:
         x = np.random.default_rng(0).standard_normal((batch, 3, args.size, args.size),
                                                      dtype=np.float32)
-        runs = {"ours": [], "ours unfused": [], "ORT": []}
+        runs = {"ours": [], "before": [], "ORT": []}
         for _ in range(args.rounds):
             runs["ours"].append(ours(args, path, batch, True))
-            runs["ours unfused"].append(ours(args, path, batch, False))
-            runs["ORT"].append(ort_ms(sess, x, args.steps))
+            runs["before"].append(ours(args, path, batch, False))
+            runs["ORT"].append(ort_ms(sess, x, args.steps, args.warmup))
         med = {k: statistics.median(v) for k, v in runs.items()}
-        print(f"{name:20s} batch {batch:3d}: ours {fmt(runs['ours'])}  unfused "
-              f"{fmt(runs['ours unfused'])}  ORT {fmt(runs['ORT'])}  ms;  ORT/ours "
-              f"{med['ORT'] / med['ours']:.2f}  (unfused {med['ORT'] / med['ours unfused']:.2f})",
+        print(f"{name:20s} batch {batch:3d}: ours {fmt(runs['ours'])}  before "
+              f"{fmt(runs['before'])}  ORT {fmt(runs['ORT'])}  ms;  ORT/ours "
+              f"{med['ORT'] / med['ours']:.2f}  (before {med['ORT'] / med['before']:.2f})",
               flush=True)
         rows.append(med["ORT"] / med["ours"])
     return rows
@@ -104,6 +107,7 @@ def main():
     p.add_argument("--batches", default="1,32")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--size", type=int, default=224)
     p.add_argument("models", nargs="*", default=MODELS)
     args = p.parse_args()

@@ -26,7 +26,8 @@
  * Environment knobs, for benchmarks and for testing the other paths:
  *   CX_CONV_DEPTHWISE=dnnl | c    depthwise 3x3 through oneDNN / through the portable C loops
  *   CX_CONV_LAYOUT=plain | blocked   oneDNN on the buffers' layouts / always through blocked ones
- *   CX_CONV_NHWC=blocked          channels-last activations through blocked layouts, not NHWC
+ *   CX_CONV_NHWC=blocked | nhwc   channels-last activations through blocked layouts always / never
+ *                                 (default: blocked only for inference's ungrouped kxk, k > 1)
  *   CX_CONV_DW_NHWC=c | dnnl      channels-last depthwise 3x3 weight gradients always / never
  *                                 through conv_depthwise_nhwc.c (default: where oneDNN has no
  *                                 depthwise kernel for the shape)
@@ -58,6 +59,7 @@ typedef enum { FMT_PLAIN, FMT_BLOCKED, FMT_NHWC } conv_fmt;
 typedef struct conv_types {
   dnnl_data_type_t src, wei, dst;
   bool plain;
+  bool inference; /* an inference program's forward convolution (see choose_fmt) */
 } conv_types;
 
 typedef enum { CONV_WRITES_DST, CONV_WRITES_SRC, CONV_WRITES_WEI } conv_dir;
@@ -85,14 +87,22 @@ typedef struct conv_io {
 /* Blocked layouts win where im2col + GEMM is poor: kernels larger than 1x1, and 1x1 kernels on few
  * channels both ways. A 1x1 convolution with 64 or more channels on either side is a good GEMM
  * already, and the reorders would only add traffic (measured with bench/bench_conv). Channels-last
- * activations go NHWC: oneDNN 2.6 has jit kernels for it, and no reorders are needed.
- * CX_CONV_NHWC=blocked sends them through blocked layouts instead (to measure). */
-static conv_fmt choose_fmt(const cx_conv_geom *g, const conv_io *io) {
+ * activations go NHWC: oneDNN 2.6 has jit kernels for it, and no reorders are needed; except in
+ * an inference program's forward pass, where ungrouped convolutions larger than 1x1 go blocked
+ * even with the reorders: oneDNN 2.6's avx2 forward kernel on nhwc is 20-30% slower than on
+ * nChw8c there (torchvision ResNet-18 at 224 px, one thread on this AVX2 EPYC: 398 -> 280 ms at
+ * batch 1, 15.8 -> 11.6 s at batch 32; ResNet-50 934 -> 712 ms at batch 1; medians of
+ * alternating runs on a loaded machine), while training measured the other way (Layouts in
+ * docs/ARCHITECTURE.md). CX_CONV_NHWC=blocked sends every channels-last convolution through
+ * blocked layouts, CX_CONV_NHWC=nhwc none (to measure). */
+static conv_fmt choose_fmt(const cx_conv_geom *g, const conv_io *io, bool inference) {
   const char *force = getenv("CX_CONV_LAYOUT"), *nhwc_as = getenv("CX_CONV_NHWC");
   if (force && strcmp(force, "plain") == 0) return FMT_PLAIN;
   if (force && strcmp(force, "blocked") == 0) return FMT_BLOCKED;
-  if (cx_tensor_nhwc(io->src) || cx_tensor_nhwc(io->dst))
-    return nhwc_as && strcmp(nhwc_as, "blocked") == 0 ? FMT_BLOCKED : FMT_NHWC;
+  if (cx_tensor_nhwc(io->src) || cx_tensor_nhwc(io->dst)) {
+    if (nhwc_as) return strcmp(nhwc_as, "blocked") == 0 ? FMT_BLOCKED : FMT_NHWC;
+    return inference && g->group == 1 && g->kh * g->kw > 1 ? FMT_BLOCKED : FMT_NHWC;
+  }
   return g->kh * g->kw > 1 || (g->c_in / g->group < 64 && g->c_out / g->group < 64) ? FMT_BLOCKED
                                                                                     : FMT_PLAIN;
 }
@@ -119,7 +129,7 @@ static cx_status md_init(dnnl_memory_desc_t *user, dnnl_memory_desc_t *prim, con
 
 static cx_status mds_init(conv_mds *m, const cx_node *node, const cx_conv_geom *g,
                           const conv_io *io, conv_types t) {
-  conv_fmt f = choose_fmt(g, io);
+  conv_fmt f = choose_fmt(g, io, t.inference);
   if (t.plain && f == FMT_BLOCKED) f = FMT_PLAIN;
   int64_t gr = g->group;
   bool w_cl = io->wei && cx_tensor_nhwc(io->wei); /* OHWI: weights computed by channels-last ops */
@@ -257,7 +267,9 @@ static cx_status conv_build_fwd(conv_state *s, const cx_kernel_args *a) {
   bool bias = has_bias(a);
   cx_dnnl_exec *e = &s->fwd;
   conv_io io = {&a->in[0], &a->out[0], &a->in[1]};
-  CX_TRY(mds_init(&m, a->node, &s->g, &io, conv_types_for(a->precision, CONV_WRITES_DST, &s->g)));
+  conv_types t = conv_types_for(a->precision, CONV_WRITES_DST, &s->g);
+  t.inference = !a->training;
+  CX_TRY(mds_init(&m, a->node, &s->g, &io, t));
   CX_TRY(fwd_desc(&cd, a->node, &m, a->training, bias));
   dnnl_primitive_attr_t attr;
   CX_TRY(fused_attr(a, &attr));
