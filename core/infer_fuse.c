@@ -70,6 +70,14 @@ static bool take_activation(const cx_graph *g, const cx_node *a, int y, fusion *
   return false;
 }
 
+/* A gate g(x) whose product x·g(x) is an activation the fused ops apply: Sigmoid (Swish), or
+ * HardSigmoid with alpha 1/6 and beta 1/2 (x·clamp(x/6 + 1/2, 0, 1) is HardSwish). */
+static bool is_gate(const cx_node *n) {
+  if (is_op(n, "Sigmoid")) return true;
+  return is_op(n, "HardSigmoid") && fabsf(cx_node_float(n, "alpha", 0.2f) - 1.0f / 6) < 1e-6f &&
+         cx_node_float(n, "beta", 0.5f) == 0.5f;
+}
+
 /* Follows value *y (read only by the next node) through an Add (Conv only, before any
  * activation) and one activation; marks what it swallows dead (counted in *count) and leaves
  * in *y the value the fused node writes. */
@@ -97,11 +105,13 @@ static void follow(const cx_graph *g, const int *readers, bool *dead, bool conv,
       *y = r->out[0];
       continue;
     }
-    /* Swish: y read by a Sigmoid and by the Mul of y by that Sigmoid's output alone */
+    /* Swish: y read by a Sigmoid and by the Mul of y by that Sigmoid's output alone; HardSwish
+     * likewise with HardSigmoid(alpha 1/6, beta 1/2), as PyTorch exports it below opset 14 */
     if (n != 2 || readers[*y] != 2 || f->act) return;
-    int sig = is_op(&g->nodes[who[0]], "Sigmoid") ? who[0] : who[1], mul = who[0] + who[1] - sig;
+    int sig = is_gate(&g->nodes[who[0]]) ? who[0] : who[1], mul = who[0] + who[1] - sig;
     const cx_node *sn = &g->nodes[sig], *mn = &g->nodes[mul];
-    if (!is_op(sn, "Sigmoid") || !is_op(mn, "Mul") || sn->n_in != 1 || mn->n_in != 2) return;
+    if (!is_gate(sn) || !is_op(mn, "Mul") || sn->n_in != 1 || sn->in[0] != *y || mn->n_in != 2)
+      return;
     int sv = sn->out[0];
     bool pair = (mn->in[0] == *y && mn->in[1] == sv) || (mn->in[1] == *y && mn->in[0] == sv);
     if (!pair || readers[sv] != 1 || !f32_act(g, mn->out[0])) return;
@@ -109,7 +119,7 @@ static void follow(const cx_graph *g, const int *readers, bool *dead, bool conv,
       if (g->outputs[k] == sv) return;
     dead[sig] = dead[mul] = true;
     *count += 2;
-    f->act = "Swish";
+    f->act = is_op(sn, "Sigmoid") ? "Swish" : "HardSwish";
     *y = mn->out[0];
     return;
   }

@@ -15,7 +15,9 @@
  *   - Conv only: an Add of its output and another value S of the same shape (the residual):
  *     S becomes ConvFused's input 3 and the conv's primitive adds it (oneDNN's sum post-op);
  *   - one activation: Relu, LeakyRelu, Clip with constant bounds (ReLU6), Sigmoid, HardSigmoid,
- *     HardSwish, Tanh, or Swish: a Sigmoid of the value and the Mul of the value by it.
+ *     HardSwish, Tanh, or Swish: a Sigmoid of the value and the Mul of the value by it (a
+ *     HardSigmoid with alpha 1/6 and beta 1/2 in its place is HardSwish, as PyTorch exports
+ *     it below opset 14).
  * Each value swallowed must be read by the next node of the chain alone and not be a graph
  * output; the last node's output value (its name, its readers) stays, produced by the fused
  * node. Nothing is fused when the backend has no kernel for the fused ops. n_fused (may be

@@ -132,9 +132,9 @@ static int bn(cx_graph *g, const char *name, int x, int64_t c, uint64_t seed) {
   return cx_graph_op(g, "BatchNormalization", name, in, 5);
 }
 
-/* x -> conv a -> BN -> Relu -> conv b -> BN -> Add(x) -> act; with `swish` the last activation
- * is x * Sigmoid(x). */
-static cx_graph *block(bool swish) {
+/* x -> conv a -> BN -> Relu -> conv b -> BN -> Add(x) -> act: Relu, or with a gate op the value
+ * times gate(value) (Sigmoid: Swish; HardSigmoid(1/6, 1/2): HardSwish). */
+static cx_graph *block(const char *gate) {
   cx_graph *g = cx_graph_new();
   int x = cx_graph_input(g, "x", CX_F32, &S(-1, 8, 6, 6));
   int x1 = cx_graph_op(g, "Relu", "in_relu", &x, 1);
@@ -142,8 +142,12 @@ static cx_graph *block(bool swish) {
   a = cx_graph_op(g, "Relu", "relu_a", &a, 1);
   int b = bn(g, "bn_b", conv_node(g, "conv_b", a, 8, 8, 30), 8, 40);
   int s = cx_graph_op(g, "Add", "add", (int[]){x1, b}, 2);
-  if (swish) {
-    int sig = cx_graph_op(g, "Sigmoid", "sig", &s, 1);
+  if (gate) {
+    int sig = cx_graph_op(g, gate, "sig", &s, 1);
+    if (!strcmp(gate, "HardSigmoid")) {
+      cx_node_set_float(g, g->n_nodes - 1, "alpha", 1.0f / 6);
+      cx_node_set_float(g, g->n_nodes - 1, "beta", 0.5f);
+    }
     cx_graph_mark_output(g, cx_graph_op(g, "Mul", "out", (int[]){s, sig}, 2));
   } else {
     cx_graph_mark_output(g, cx_graph_op(g, "Relu", "out", &s, 1));
@@ -166,8 +170,10 @@ static cx_program *compile(const cx_graph *g, bool train, bool copied_in) {
   return p;
 }
 
+static double fused_vs_off(const cx_graph *g, int64_t batch, cx_program **fused_out);
+
 static void test_patterns(void) {
-  cx_graph *g = block(false);
+  cx_graph *g = block(NULL);
   cx_program *p = compile(g, false, false);
   if (p) {
     const cx_graph *pg = cx_program_graph(p);
@@ -205,12 +211,21 @@ static void test_patterns(void) {
   cx_program_free(p);
   cx_graph_free(g);
 
-  g = block(true);
-  p = compile(g, false, false);
-  CHECK(p && count_op(p, "ConvFused") == 2 && count_op(p, "Sigmoid") == 0 &&
-            count_op(p, "Mul") == 0,
-        "Add then x * Sigmoid(x): one ConvFused with Swish");
-  cx_program_free(p);
+  const char *gates[] = {"Sigmoid", "HardSigmoid"}, *acts_of[] = {"Swish", "HardSwish"};
+  for (int k = 0; k < 2; k++) {
+    g = block(gates[k]);
+    double e = fused_vs_off(g, 2, &p);
+    const cx_graph *pg = p ? cx_program_graph(p) : NULL;
+    const char *act = NULL;
+    for (int i = 0; pg && i < pg->n_nodes; i++)
+      if (!strcmp(pg->nodes[i].name, "conv_b")) act = cx_node_string(&pg->nodes[i], "activation", "");
+    CHECK(p && count_op(p, "ConvFused") == 2 && count_op(p, gates[k]) == 0 &&
+              count_op(p, "Mul") == 0 && act && !strcmp(act, acts_of[k]) && e >= 0 && e <= 1e-5,
+          "Add then x * %s(x): one ConvFused with %s, relative error %.2e", gates[k], acts_of[k], e);
+    cx_program_free(p);
+    cx_graph_free(g);
+  }
+  g = block("Sigmoid");
   /* the sum also a graph output: the fused conv writes it, the Swish after it stays */
   cx_graph_mark_output(g, cx_graph_find_value(g, "add"));
   p = compile(g, false, false);
@@ -290,7 +305,7 @@ static bool shares_buffer(const cx_program *p, const char *name) {
 }
 
 static void test_in_place(void) {
-  cx_graph *g = block(false);
+  cx_graph *g = block(NULL);
   cx_program *p = NULL;
   double e = fused_vs_off(g, 2, &p);
   CHECK(e >= 0 && e <= 1e-5, "block fused vs unfused: relative error %.2e", e);
