@@ -2,8 +2,8 @@
 
 Exports torchvision classifiers (random weights, randomised BatchNorm statistics, eval mode,
 1000 classes, 3x224x224, batch dynamic; PyTorch's exporter folds BatchNorm into the convolutions
-in eval mode) with the tests' exporter (tests/prune_torch_models.py), then for each model and batch size runs ROUNDS rounds,
-each timing in turn:
+in eval mode) with the tests' exporter (tests/prune_torch_models.py), then for each model and
+batch size runs ROUNDS rounds, each timing in turn:
   ours        compress profile FILE --batch B   (forward ms a batch, mean of STEPS)
   before      the same with CX_FUSE=off CX_CONV_NHWC=nhwc: no inference fusions, and
               channels-last convolutions kept NHWC as training programs keep them (what

@@ -242,7 +242,8 @@ static int merge_accumulators(const cx_program *p, cx_plan_request *req, int n_r
     int s = g->nodes[i].in[k], y = g->nodes[i].out[0];
     int rs = at[s], ry = at[y];
     bool read_too = false; /* the node also reads S otherwise (as X): it must not write over it */
-    for (int j = 0; j < g->nodes[i].n_in; j++) read_too = read_too || (j != k && g->nodes[i].in[j] == s);
+    for (int j = 0; j < g->nodes[i].n_in; j++)
+      read_too = read_too || (j != k && g->nodes[i].in[j] == s);
     if (rs < 0 || ry < 0 || read_too || req[rs].last != i || req[rs].bytes != req[ry].bytes)
       continue;
     req[rs].last = req[ry].last;

@@ -28,7 +28,7 @@
 #include "model_compare.h"
 #include "op_check.h"
 
-/* ---- 1. the fused kernels against the reference ------------------------------------------------ */
+/* ---- 1. the fused kernels against the reference --------------------------------------------- */
 
 typedef struct act_case {
   const char *act; /* NULL: none */
@@ -106,7 +106,7 @@ static void test_kernels(void) {
   fails += check_conv_fused(&acts[7], 8, 12, 3, 1, 4, false, false);  /* grouped */
 }
 
-/* ---- 2. where it applies ----------------------------------------------------------------------- */
+/* ---- 2. where it applies -------------------------------------------------------------------- */
 
 static int conv_node(cx_graph *g, const char *name, int x, int64_t c_in, int64_t c_out,
                      uint64_t seed) {
@@ -218,10 +218,12 @@ static void test_patterns(void) {
     const cx_graph *pg = p ? cx_program_graph(p) : NULL;
     const char *act = NULL;
     for (int i = 0; pg && i < pg->n_nodes; i++)
-      if (!strcmp(pg->nodes[i].name, "conv_b")) act = cx_node_string(&pg->nodes[i], "activation", "");
+      if (!strcmp(pg->nodes[i].name, "conv_b"))
+        act = cx_node_string(&pg->nodes[i], "activation", "");
     CHECK(p && count_op(p, "ConvFused") == 2 && count_op(p, gates[k]) == 0 &&
               count_op(p, "Mul") == 0 && act && !strcmp(act, acts_of[k]) && e >= 0 && e <= 1e-5,
-          "Add then x * %s(x): one ConvFused with %s, relative error %.2e", gates[k], acts_of[k], e);
+          "Add then x * %s(x): one ConvFused with %s, relative error %.2e", gates[k], acts_of[k],
+          e);
     cx_program_free(p);
     cx_graph_free(g);
   }
@@ -253,7 +255,7 @@ static void test_patterns(void) {
   cx_graph_free(g);
 }
 
-/* ---- 3. the residual's buffer ------------------------------------------------------------------ */
+/* ---- 3. the residual's buffer --------------------------------------------------------------- */
 
 /* Runs g fused and unfused on one input; returns the relative error of output 0 (-1: failure). */
 static double fused_vs_off(const cx_graph *g, int64_t batch, cx_program **fused_out) {
@@ -326,10 +328,11 @@ static void test_in_place(void) {
   cx_graph_free(g);
 }
 
-/* ---- 4. whole models --------------------------------------------------------------------------- */
+/* ---- 4. whole models ------------------------------------------------------------------------ */
 
 static void test_zoo(void) {
-  const char *specs[] = {"resnet20:input=3x32x32", "mobilenet_v2:width=0.5,classes=10,input=3x32x32",
+  const char *specs[] = {"resnet20:input=3x32x32",
+                         "mobilenet_v2:width=0.5,classes=10,input=3x32x32",
                          "efficientnet_b0:classes=10,input=3x32x32"};
   for (int i = 0; i < 3; i++) {
     cx_program *a = mc_run(specs[i], false, NULL, NULL, 2);

@@ -106,7 +106,8 @@ static cx_status run_accumulate(const cx_dnnl_exec *e, const cx_kernel_args *a, 
     return cx_fail(CX_ERR_ARG, "node '%s': summed input and output share a buffer in two layouts",
                    a->node->name);
   CX_DNNL(dnnl_memory_set_data_handle(e->acc.user, (void *)src), a->node);
-  dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, e->acc.user}, {DNNL_ARG_TO, d->inner ? d->inner : d->user}};
+  dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, e->acc.user},
+                          {DNNL_ARG_TO, d->inner ? d->inner : d->user}};
   CX_DNNL(dnnl_primitive_execute(e->acc.reorder, st, 2, r), a->node);
   return CX_OK;
 }

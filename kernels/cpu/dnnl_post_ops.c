@@ -26,7 +26,8 @@ cx_status cx_dnnl_append_activation(const cx_node *n, dnnl_post_ops_t po) {
   case CX_ACT_RELU: return eltwise(n, po, dnnl_eltwise_relu, 0.0f, 0.0f);
   case CX_ACT_LEAKY_RELU: return eltwise(n, po, dnnl_eltwise_relu, alpha, 0.0f);
   case CX_ACT_CLIP:
-    return eltwise(n, po, dnnl_eltwise_clip, fmaxf(cx_node_float(n, "act_min", -INFINITY), -FLT_MAX),
+    return eltwise(n, po, dnnl_eltwise_clip,
+                   fmaxf(cx_node_float(n, "act_min", -INFINITY), -FLT_MAX),
                    fminf(cx_node_float(n, "act_max", INFINITY), FLT_MAX));
   case CX_ACT_SIGMOID: return eltwise(n, po, dnnl_eltwise_logistic, 0.0f, 0.0f);
   case CX_ACT_TANH: return eltwise(n, po, dnnl_eltwise_tanh, 0.0f, 0.0f);
