@@ -2,7 +2,7 @@
 
 Exports torchvision classifiers (random weights, randomised BatchNorm statistics, eval mode,
 1000 classes, 3x224x224, batch dynamic; PyTorch's exporter folds BatchNorm into the convolutions
-in eval mode) with the tests' exporter (tests/prune_torch_models.py), then for each model and
+in eval mode) with the tests' exporter (tests/torch_models.py), then for each model and
 batch size runs ROUNDS rounds, each timing in turn:
   ours        compress profile FILE --batch B   (forward ms a batch, mean of STEPS)
   before      the same with CX_FUSE=off CX_CONV_NHWC=nhwc: no inference fusions, and
@@ -35,9 +35,9 @@ MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficie
 
 
 def export(names, tmp, size):
-    """The torchvision models, through the tests' exporter (tests/prune_torch_models.py)."""
+    """The torchvision models, through the tests' exporter (tests/torch_models.py)."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
-                          "prune_torch_models.py")
+                          "torch_models.py")
     subprocess.run([sys.executable, script, "--size", str(size), "--classes", "1000", tmp] + names,
                    check=True, capture_output=True)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Inference fusions (core/infer_fuse.h) on PyTorch's own exports: torchvision resnet18 and
 # mobilenet_v2 (random weights, randomised BatchNorm statistics, exported in eval mode at test
-# time by tests/prune_torch_models.py) run by compress infer, fused and with CX_FUSE=off, and by
+# time by tests/torch_models.py) run by compress infer, fused and with CX_FUSE=off, and by
 # ONNX Runtime (tests/ort_check.py) on the same batch of two: fused and unfused agree within
 # 1e-5 relative (max |a - b| / max |b|), ours and ONNX Runtime's within 1e-4. The last feature
 # map (the global pooling's input) is made a second graph output and compared too: with random
@@ -19,7 +19,7 @@ if ! "$py" -c "import numpy, onnx, onnxruntime, torch, torchvision" 2>/dev/null;
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$py" "$here/prune_torch_models.py" "$work" resnet18 mobilenet_v2 || exit 1
+"$py" "$here/torch_models.py" "$work" resnet18 mobilenet_v2 || exit 1
 for m in resnet18 mobilenet_v2; do
   "$py" -c "
 import onnx
