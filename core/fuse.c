@@ -17,8 +17,12 @@ static bool const_scalar(const cx_graph *g, int v, float *out) {
   return true;
 }
 
-/* The clamp that activation node a applies, when it is one a BatchNormTrain can take. */
-static bool clamp_of(const cx_graph *g, const cx_node *a, float *lo, float *hi) {
+bool cx_fuse_enabled(void) {
+  const char *e = getenv("CX_FUSE");
+  return !(e && !strcmp(e, "off"));
+}
+
+bool cx_fuse_clamp_of(const cx_graph *g, const cx_node *a, float *lo, float *hi) {
   if (!strcmp(a->op->name, "Relu")) {
     *lo = 0, *hi = INFINITY;
     return true;
@@ -58,7 +62,7 @@ static cx_status fuse_norm_activations(cx_graph *g, const int *readers, const in
     if (readers[y] != 1) continue;
     int j = reader[y];
     const cx_node *a = &g->nodes[j];
-    if (a->in[0] != y || !clamp_of(g, a, &lo, &hi)) continue;
+    if (a->in[0] != y || !cx_fuse_clamp_of(g, a, &lo, &hi)) continue;
     n->out[0] = a->out[0]; /* the value left behind goes with the node */
     dead[j] = true;
     cx_node_set_float(g, i, CX_BN_ACT_MIN, lo);
@@ -68,8 +72,7 @@ static cx_status fuse_norm_activations(cx_graph *g, const int *readers, const in
 }
 
 cx_status cx_fuse_training(cx_graph *g) {
-  const char *e = getenv("CX_FUSE");
-  if (e && !strcmp(e, "off")) return CX_OK;
+  if (!cx_fuse_enabled()) return CX_OK;
   int *readers = calloc((size_t)g->n_values + 1, sizeof(int));
   int *reader = calloc((size_t)g->n_values + 1, sizeof(int));
   bool *dead = calloc((size_t)g->n_nodes + 1, 1);

@@ -10,7 +10,15 @@
  *     forward, and its gradient's pass backward, disappear. The activation's output value, and
  *     so its name, stays; the normalised value before it is no longer stored. Done only where
  *     the BatchNormTrain output feeds that activation alone and is not a graph output.
- * CX_FUSE=off in the environment turns every fusion off (to compare). */
+ * CX_FUSE=off in the environment turns every fusion off (to compare), these and the inference
+ * program's (core/infer_fuse.h). */
 cx_status cx_fuse_training(cx_graph *g);
+
+/* false when the environment says CX_FUSE=off */
+bool cx_fuse_enabled(void);
+
+/* The clamp [lo, hi] that activation node a applies when it is a Relu, or a Clip whose bounds
+ * are constant (inputs that are scalar f32 constants, or opset-6 attributes); false otherwise. */
+bool cx_fuse_clamp_of(const cx_graph *g, const cx_node *a, float *lo, float *hi);
 
 #endif

@@ -39,6 +39,9 @@ int64_t cx_graph_node_macs(const cx_graph *g, const cx_node *n, const cx_shape *
   if (n->n_in < 2 || n->n_out < 1 || n->in[0] < 0 || n->in[1] < 0) return 0;
   const cx_shape *a = &one[n->in[0]], *w = &one[n->in[1]], *y = &one[n->out[0]];
   int64_t out = cx_shape_numel(y);
+  /* the inference fusions' forms (core/ops/fused.c) count as the op they extend */
+  if (!strcmp(op, "ConvFused")) op = "Conv";
+  if (!strcmp(op, "GemmFused")) op = "Gemm";
   if (!strcmp(op, "Conv") && w->ndim >= 1 && w->d[0] > 0)
     macs = out * (cx_shape_numel(w) / w->d[0]); /* Cin/group · kernel per output element */
   else if (!strcmp(op, "Gemm") && a->ndim == 2)

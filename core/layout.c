@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "infer_fuse.h"
+
 /* Union-find over values: nodes whose kernels need their 4-D arguments to share one layout join
  * those values in a set; a set becomes channels-last unless some member is blocked (a producer or
  * consumer that takes plain tensors only, or a shared node that also touches a plain-only value). */
@@ -87,6 +89,20 @@ static void constrain_node(layout_sets *s, const cx_graph *g, const cx_node *n, 
   if (plain_member && first >= 0) block(s, first);
 }
 
+/* A node that adds into an input (core/infer_fuse.h) may be given that input's buffer for its
+ * output, so the two share one layout. */
+static void accumulator_layout(layout_sets *s, const cx_graph *g, const cx_node *n,
+                               const bool *pinned, const cx_tensor *t) {
+  int k = cx_infer_fuse_accumulator(n);
+  if (k < 0) return;
+  int a = n->in[k], y = n->out[0];
+  if (!layout_matters(&t[a]) || !layout_matters(&t[y])) return;
+  bool ma = may_change(g, pinned, t, a), my = may_change(g, pinned, t, y);
+  if (ma && my) join(s, a, y);
+  else if (ma) block(s, a);
+  else if (my) block(s, y);
+}
+
 int cx_layout_assign(const cx_graph *g, const cx_kernel *const *kernel, const bool *pinned,
                      cx_tensor *t) {
   int nv = g->n_values, count = 0;
@@ -97,8 +113,10 @@ int cx_layout_assign(const cx_graph *g, const cx_kernel *const *kernel, const bo
     return 0; /* everything stays plain, which is always correct */
   }
   for (int v = 0; v < nv; v++) s.parent[v] = v;
-  for (int i = 0; i < g->n_nodes; i++)
+  for (int i = 0; i < g->n_nodes; i++) {
     constrain_node(&s, g, &g->nodes[i], kernel[i]->layouts, pinned, t);
+    accumulator_layout(&s, g, &g->nodes[i], pinned, t);
+  }
   for (int v = 0; v < nv; v++) {
     if (!may_change(g, pinned, t, v) || s.blocked[find(&s, v)]) continue;
     t[v] = cx_tensor_channels_last_view(&t[v]);

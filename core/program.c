@@ -8,7 +8,9 @@
 
 #include "autodiff.h"
 #include "fuse.h"
+#include "graph_fold_bn.h"
 #include "graph_shapes.h"
+#include "infer_fuse.h"
 #include "layout.h"
 #include "op.h"
 #include "plan.h"
@@ -35,6 +37,8 @@ struct cx_program {
   int n_bufs;
   int n_params;
   int n_channels_last; /* values the layout pass made channels-last */
+  int n_bn_folded;     /* BatchNormalization nodes folded into weights (inference) */
+  int n_fused;         /* nodes the inference fusions removed */
   int *param_value, *grad_value; /* by parameter index */
   int *grad_ready_at;            /* by parameter: node after which its gradient is final */
   cx_grad_ready_fn hook;
@@ -221,11 +225,44 @@ static bool is_persistent(const cx_program *p, int v) {
   return false;
 }
 
-/* The arena's buffers: every value not persistent, live from its producer to its last reader. */
-static int arena_requests(const cx_program *p, cx_plan_request *req) {
+/* Where a fused node adds into one of its inputs (core/infer_fuse.h: ConvFused's residual) and
+ * that input is an arena buffer of the output's size whose last reader is that node, the two
+ * values become one request: the output takes the input's buffer (alias[output] = input) and
+ * the request lives until the output's last reader. Not where the node reads S as another input
+ * too (a conv of x plus x), which it would overwrite while reading. */
+static int merge_accumulators(const cx_program *p, cx_plan_request *req, int n_req, int *alias) {
+  const cx_graph *g = p->g;
+  int *at = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+  if (!at) return n_req; /* no merging: every value its own buffer, which is always correct */
+  for (int v = 0; v < g->n_values; v++) at[v] = -1;
+  for (int r = 0; r < n_req; r++) at[req[r].value] = r;
+  for (int i = 0; i < g->n_nodes; i++) {
+    int k = cx_infer_fuse_accumulator(&g->nodes[i]);
+    if (k < 0) continue;
+    int s = g->nodes[i].in[k], y = g->nodes[i].out[0];
+    int rs = at[s], ry = at[y];
+    bool read_too = false; /* the node also reads S otherwise (as X): it must not write over it */
+    for (int j = 0; j < g->nodes[i].n_in; j++)
+      read_too = read_too || (j != k && g->nodes[i].in[j] == s);
+    if (rs < 0 || ry < 0 || read_too || req[rs].last != i || req[rs].bytes != req[ry].bytes)
+      continue;
+    req[rs].last = req[ry].last;
+    alias[y] = s;
+    req[ry] = req[--n_req];
+    at[req[ry].value] = ry;
+    at[y] = -1;
+  }
+  free(at);
+  return n_req;
+}
+
+/* The arena's buffers: every value not persistent, live from its producer to its last reader.
+ * alias (NULL: no sharing) gets, by value, the value whose buffer it shares, or -1. */
+static int arena_requests(const cx_program *p, cx_plan_request *req, int *alias) {
   const cx_graph *g = p->g;
   int nv = g->n_values, nn = g->n_nodes, n_req = 0;
   for (int v = 0; v < nv; v++) {
+    if (alias) alias[v] = -1;
     if (is_persistent(p, v)) continue;
     int first = g->values[v].producer, last = first;
     for (int i = first + 1; i < nn; i++)
@@ -236,7 +273,7 @@ static int arena_requests(const cx_program *p, cx_plan_request *req) {
     req[n_req++] = (cx_plan_request){.value = v, .bytes = align_up(value_bytes(&g->values[v])),
                                      .first = first, .last = last};
   }
-  return n_req;
+  return alias ? merge_accumulators(p, req, n_req, alias) : n_req;
 }
 
 /* Places every value: persistent ones end to end, activations by the liveness planner. */
@@ -245,10 +282,12 @@ static cx_status place_values(cx_program *p) {
   int nv = g->n_values;
   size_t *off = calloc((size_t)nv + 1, sizeof(size_t));
   cx_plan_request *req = calloc((size_t)nv + 1, sizeof *req);
+  int *alias = malloc(sizeof(int) * ((size_t)nv + 1));
   p->t = calloc((size_t)nv + 1, sizeof(cx_tensor));
-  if (!off || !req || !p->t) {
+  if (!off || !req || !alias || !p->t) {
     free(off);
     free(req);
+    free(alias);
     return nomem("memory plan");
   }
   size_t persist = 0;
@@ -257,11 +296,12 @@ static cx_status place_values(cx_program *p) {
       off[v] = persist;
       persist += align_up(value_bytes(&g->values[v]));
     }
-  int n_req = arena_requests(p, req);
+  int n_req = arena_requests(p, req, alias);
   p->bufs = calloc((size_t)n_req + 1, sizeof *p->bufs);
   if (!p->bufs) {
     free(off);
     free(req);
+    free(alias);
     return nomem("buffer table");
   }
   p->n_bufs = n_req;
@@ -281,6 +321,8 @@ static cx_status place_values(cx_program *p) {
   cx_status s = p->arena && p->persist ? CX_OK
                 : cx_fail(CX_ERR_NOMEM, "cannot allocate %zu + %zu bytes", arena, persist);
   for (int b = 0; b < n_req; b++) off[req[b].value] = req[b].offset;
+  for (int v = 0; v < nv; v++)
+    if (alias[v] >= 0) off[v] = off[alias[v]];
   for (int v = 0; v < nv && s == CX_OK; v++) {
     cx_value *x = &g->values[v];
     char *base = is_persistent(p, v) ? p->persist : p->arena;
@@ -295,6 +337,7 @@ static cx_status place_values(cx_program *p) {
   if (s == CX_OK) s = p->be->sync(p->stream);
   free(off);
   free(req);
+  free(alias);
   return s;
 }
 
@@ -352,7 +395,7 @@ static cx_status choose_layouts(cx_program *p) {
 static cx_status recompute_segments(cx_program *p, const cx_compile_opts *o) {
   cx_plan_request *req = calloc((size_t)p->g->n_values + 1, sizeof *req);
   if (!req) return cx_fail(CX_ERR_NOMEM, "out of memory");
-  p->mem.arena_no_recompute_bytes = cx_plan_place(req, arena_requests(p, req), ALIGN);
+  p->mem.arena_no_recompute_bytes = cx_plan_place(req, arena_requests(p, req, NULL), ALIGN);
   free(req);
   return cx_recompute(p->g, p->n_fwd, o->checkpoint_segments, o->n_checkpoint_segments,
                       &p->mem.recomputed_nodes);
@@ -404,11 +447,23 @@ static cx_status find_grad_ready(cx_program *p) {
   return CX_OK;
 }
 
+/* Inference programs fold BatchNormalization into the weights before them (not where the
+ * caller will copy unfolded parameters in later): the program's graph becomes the folded one. */
+static cx_status fold_batchnorm(cx_program *p, const cx_compile_opts *o) {
+  if (o->training || o->params_copied_in || !cx_fuse_enabled()) return CX_OK;
+  cx_graph *folded;
+  CX_TRY(cx_graph_fold_bn(p->g, &folded, &p->n_bn_folded));
+  cx_graph_free(p->g);
+  p->g = folded;
+  return CX_OK;
+}
+
 static cx_status compile(cx_program *p, const cx_compile_opts *o) {
+  CX_TRY(schedule(p->g));
+  if (o->training) CX_TRY(use_train_ops(p->g));
+  if (o->training) CX_TRY(cx_fuse_training(p->g));
+  CX_TRY(fold_batchnorm(p, o));
   cx_graph *g = p->g;
-  CX_TRY(schedule(g));
-  if (o->training) CX_TRY(use_train_ops(g));
-  if (o->training) CX_TRY(cx_fuse_training(g));
   CX_TRY(infer_values(g, o->batch, 0));
   /* INT8 runtime: QDQ patterns become int8 ops (core/quant_fuse.h); they are appended, so the
    * graph is ordered and inferred again */
@@ -416,6 +471,13 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
     CX_TRY(cx_quant_fuse(g));
     CX_TRY(schedule(g));
     CX_TRY(infer_values(g, o->batch, 0));
+  }
+  /* then the float convolutions and Gemms with what follows them (core/infer_fuse.h); a fused
+   * conv reads the residual, which may come later in the order, so it is ordered again */
+  if (!o->training) {
+    CX_TRY(cx_infer_fuse(g, p->be, &p->n_fused));
+    if (p->n_fused) CX_TRY(schedule(g));
+    if (p->n_fused) CX_TRY(infer_values(g, o->batch, 0));
   }
   p->n_fwd = g->n_nodes;
   if (o->training) {
@@ -570,7 +632,16 @@ cx_tensor *cx_program_param_grad(cx_program *p, int i) {
   return p->grad_value[i] >= 0 ? &p->t[p->grad_value[i]] : NULL;
 }
 
+/* A program that folded BatchNormalization holds weights that are not the model's. */
+static cx_status refuse_folded(const cx_program *p, const char *what) {
+  if (!p->n_bn_folded) return CX_OK;
+  return cx_fail(CX_ERR_ARG, "%s: the program folded %d BatchNormalization node(s) into its "
+                 "weights; compile it with params_copied_in to exchange parameters", what,
+                 p->n_bn_folded);
+}
+
 cx_status cx_program_store(const cx_program *p, cx_graph *g) {
+  CX_TRY(refuse_folded(p, "cx_program_store"));
   for (int v = 0; v < p->g->n_values; v++) {
     const cx_value *x = &p->g->values[v];
     if (x->kind != CX_VALUE_PARAM && x->kind != CX_VALUE_STATE) continue;
@@ -584,6 +655,8 @@ cx_status cx_program_store(const cx_program *p, cx_graph *g) {
 }
 
 cx_status cx_program_copy_params(cx_program *dst, const cx_program *src) {
+  CX_TRY(refuse_folded(dst, "cx_program_copy_params"));
+  CX_TRY(refuse_folded(src, "cx_program_copy_params"));
   for (int v = 0; v < dst->g->n_values; v++) {
     const cx_value *x = &dst->g->values[v];
     if (x->kind != CX_VALUE_PARAM && x->kind != CX_VALUE_STATE) continue;
@@ -620,6 +693,9 @@ void cx_program_print(const cx_program *p, FILE *f) {
           m->n_buffers, m->persistent_bytes / 1048576.0, m->scratch_bytes / 1048576.0);
   if (p->n_channels_last)
     fprintf(f, "layout: %d activations channels-last\n", p->n_channels_last);
+  if (p->n_bn_folded || p->n_fused)
+    fprintf(f, "fusion: %d BatchNormalization folded, %d nodes fused into convolutions and "
+               "Gemms\n", p->n_bn_folded, p->n_fused);
   if (m->recomputed_nodes)
     fprintf(f, "gradient checkpointing: %d forward nodes recomputed in backward; arena %.2f MiB "
                "instead of %.2f MiB\n", m->recomputed_nodes, m->arena_bytes / 1048576.0,

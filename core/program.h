@@ -26,6 +26,10 @@ typedef struct cx_compile_opts {
    * instead of kept: a smaller arena for about one more forward pass of those segments. */
   const char *const *checkpoint_segments;
   int n_checkpoint_segments;
+  /* Inference: parameters and statistics will be copied in after compile (cx_program_copy_params:
+   * the trainer's evaluation program), so BatchNormalization is not folded into the weights
+   * (core/infer_fuse.h); the other inference fusions still apply. */
+  bool params_copied_in;
 } cx_compile_opts;
 
 /* Called when a parameter's gradient is final within a backward pass, in the order they finish. */
@@ -58,9 +62,11 @@ cx_stream *cx_program_stream(const cx_program *p);
 cx_status cx_program_read(const cx_program *p, const cx_tensor *t, void *host);
 cx_status cx_program_write(cx_program *p, const cx_tensor *t, const void *host);
 /* Copies every parameter and statistic of src into the same-named one of dst (an evaluation
- * program following a training one); fails naming a value missing or of another size. */
+ * program following a training one); fails naming a value missing or of another size, and for
+ * a program that folded BatchNormalization (compile it with params_copied_in). */
 cx_status cx_program_copy_params(cx_program *dst, const cx_program *src);
-/* Writes the trained parameters and statistics back into g's initializers. */
+/* Writes the trained parameters and statistics back into g's initializers (not from a program
+ * that folded BatchNormalization). */
 cx_status cx_program_store(const cx_program *p, cx_graph *g);
 
 typedef struct cx_memory_plan {

@@ -12,7 +12,8 @@
 #include "check.h"
 #include "op_check.h"
 
-/* Every value of a compiled inference program has the shape the inference gives. */
+/* Every value of a compiled inference program has the shape the inference gives (values matched
+ * by name: the inference fusions, core/infer_fuse.h, remove some and renumber the rest). */
 static void test_program_agrees(void) {
   cx_graph *m = NULL;
   CHECK(cx_model_build("mobilenet_v2:width=0.5,classes=10,input=3x32x32", &m, NULL) == CX_OK,
@@ -24,13 +25,18 @@ static void test_program_agrees(void) {
   cx_program *p = NULL;
   cx_compile_opts co = {.batch = 3, .backend = cx_backend_cpu()};
   CHECK(cx_program_compile(m, &co, &p) == CX_OK, "compile: %s", cx_last_error());
-  int differ = 0;
-  for (int v = 0; p && v < m->n_values; v++) {
-    const cx_tensor *t = cx_program_value_tensor(p, v);
+  int differ = 0, matched = 0;
+  const cx_graph *pg = p ? cx_program_graph(p) : NULL;
+  for (int pv = 0; pg && pv < pg->n_values; pv++) {
+    int v = cx_graph_find_value(m, pg->values[pv].name);
+    if (v < 0) continue;
+    const cx_tensor *t = cx_program_value_tensor(p, pv);
+    matched++;
     if (!cx_shape_equal(&t->shape, &shape[v]) || t->dtype != dtype[v]) differ++;
   }
-  CHECK(p && differ == 0, "%d of %d values differ between the program and the inference", differ,
-        m->n_values);
+  CHECK(p && differ == 0 && matched > 0,
+        "%d of %d values matched by name differ between the program and the inference", differ,
+        matched);
   int logits = m->outputs[0];
   cx_shape one;
   CHECK(cx_graph_value_shape(m, logits, 1, &one) == CX_OK && one.ndim == 2 && one.d[0] == 1 &&

@@ -236,12 +236,13 @@ static int compare_all(const cx_program *p8, const cx_program *pf, const cx_grap
 }
 
 /* Which nodes the pass fused: conv2, the depthwise conv3, the Add and fc; conv1 (signed input)
- * stays. */
+ * stays float (a ConvFused of the float inference fusions, core/infer_fuse.h). */
 static int check_fused(const cx_program *p8, const cx_program *pf) {
   int qc = count_op(p8, "QLinearConvFused"), qg = count_op(p8, "QLinearGemmFused"),
       qa = count_op(p8, "QLinearAddFused");
-  int conv = count_op(p8, "Conv"), off = count_op(pf, "QLinearConvFused") +
-                                         count_op(pf, "QLinearGemmFused") + count_op(pf, "QLinearAddFused");
+  int conv = count_op(p8, "Conv") + count_op(p8, "ConvFused"),
+      off = count_op(pf, "QLinearConvFused") + count_op(pf, "QLinearGemmFused") +
+            count_op(pf, "QLinearAddFused");
   bool ok = qc == 3 && qg == 1 && qa == 1 && conv == 1 && off == 0;
   printf("%s fused: %d QLinearConvFused, %d QLinearGemmFused, %d QLinearAddFused, %d Conv left "
          "float; %d fused with CX_INT8=off\n", ok ? "ok  " : "FAIL", qc, qg, qa, conv, off);

@@ -125,7 +125,10 @@ static int64_t program_macs(cx_program *p, int64_t batch) {
   int64_t macs = 0;
   for (int i = 0; i < cx_program_forward_nodes(p); i++) {
     const cx_node *n = &g->nodes[i];
-    bool conv = strcmp(n->op->name, "Conv") == 0, gemm = strcmp(n->op->name, "Gemm") == 0;
+    /* the inference fusions' forms (core/ops/fused.c) count as the ops they extend */
+    const char *op = n->op->name;
+    bool conv = !strcmp(op, "Conv") || !strcmp(op, "ConvFused"),
+         gemm = !strcmp(op, "Gemm") || !strcmp(op, "GemmFused");
     if (!conv && !gemm) continue;
     const cx_shape *y = &cx_program_value_tensor(p, n->out[0])->shape;
     const cx_shape *w = &cx_program_value_tensor(p, n->in[1])->shape; /* Gemm: transB [out, in] */

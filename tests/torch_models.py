@@ -2,12 +2,13 @@
 """Writes PyTorch-exported ONNX models for the tests (channel pruning: tests/test_prune_channel.c;
 quantization: tests/test_quantize_torch.sh).
 
-usage: torch_models.py OUT_DIR NAME [NAME ...]
+usage: torch_models.py [--size PX] [--classes N] OUT_DIR NAME [NAME ...]
 
 NAME is a torchvision model (resnet18, resnet50, mobilenet_v2, mobilenet_v3_small,
 efficientnet_b0) with random weights and randomised BatchNorm statistics, or "concat_group": a
 small graph with a Concat of two branches and a grouped convolution. Each is exported in eval
-mode at 1x3x64x64 (batch dynamic) to OUT_DIR/NAME.onnx. Exit status 3: torch is missing.
+mode at 1x3x64x64 (batch dynamic; --size: another square size; --classes: other than 10 outputs,
+bench/infer_ort.py uses 224 and 1000) to OUT_DIR/NAME.onnx. Exit status 3: torch is missing.
 """
 import os
 import sys
@@ -41,6 +42,10 @@ def concat_group(torch):
 
 
 def main(argv):
+    opts = {"--size": 64, "--classes": 10}
+    while len(argv) >= 2 and argv[0] in opts:
+        opts[argv[0]] = int(argv[1])
+        argv = argv[2:]
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
@@ -55,7 +60,7 @@ def main(argv):
     out = argv[0]
     for name in argv[1:]:
         model = concat_group(torch) if name == "concat_group" else \
-            getattr(torchvision.models, name)(num_classes=10)
+            getattr(torchvision.models, name)(num_classes=opts["--classes"])
         # random BN statistics and affine parameters, so that folded BNs are not identities
         for m in model.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
@@ -64,7 +69,7 @@ def main(argv):
                 m.weight.data.uniform_(0.5, 1.5)
                 m.bias.data.uniform_(-0.2, 0.2)
         model.eval()
-        x = torch.randn(1, 3, 64, 64)
+        x = torch.randn(1, 3, opts["--size"], opts["--size"])
         path = os.path.join(out, name + ".onnx")
         torch.onnx.export(model, x, path, opset_version=13, input_names=["input"],
                           output_names=["logits"],

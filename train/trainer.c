@@ -727,7 +727,8 @@ static cx_status store_model(run *r, void *model) { return cx_program_store(r->t
 static cx_status evaluate_epoch(run *r, const cx_graph *model, cx_train_result *res) {
   const cx_train_opts *o = r->o;
   if (!r->eval) {
-    cx_compile_opts co = {.batch = r->micro, .backend = o->backend, .precision = o->precision};
+    cx_compile_opts co = {.batch = r->micro, .backend = o->backend, .precision = o->precision,
+                          .params_copied_in = true}; /* copy_to_eval */
     CX_TRY(cx_program_compile(model, &co, &r->eval));
   }
   CX_TRY(with_ema(r, copy_to_eval, NULL));

@@ -19,5 +19,6 @@ extern const cx_op_def *const cx_ops_loss[];
 extern const cx_op_def *const cx_ops_optim[];
 extern const cx_op_def *const cx_ops_quant[];
 extern const cx_op_def *const cx_ops_qlinear[];
+extern const cx_op_def *const cx_ops_fused[];
 
 #endif

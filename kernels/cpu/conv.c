@@ -2,9 +2,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/op.h"
 #include "conv_depthwise.h"
 #include "cpu.h"
 #include "dnnl_exec.h"
+#include "dnnl_post_ops.h"
 #include "dnnl_util.h"
 
 /* Conv and ConvGrad on the CPU: oneDNN primitives built once in prepare, except depthwise 3x3 on
@@ -24,10 +26,17 @@
  * Environment knobs, for benchmarks and for testing the other paths:
  *   CX_CONV_DEPTHWISE=dnnl | c    depthwise 3x3 through oneDNN / through the portable C loops
  *   CX_CONV_LAYOUT=plain | blocked   oneDNN on the buffers' layouts / always through blocked ones
- *   CX_CONV_NHWC=blocked          channels-last activations through blocked layouts, not NHWC
+ *   CX_CONV_NHWC=blocked | nhwc   channels-last activations through blocked layouts always / never
+ *                                 (default: blocked only for inference's ungrouped kxk, k > 1)
  *   CX_CONV_DW_NHWC=c | dnnl      channels-last depthwise 3x3 weight gradients always / never
  *                                 through conv_depthwise_nhwc.c (default: where oneDNN has no
- *                                 depthwise kernel for the shape) */
+ *                                 depthwise kernel for the shape)
+ *
+ * ConvFused (core/ops/fused.c, made by the inference pass core/infer_fuse.c) is the forward
+ * primitive with post-ops: sum (the residual S, input 3, copied into the destination before the
+ * primitive runs unless the memory planner gave the output S's buffer) and the fused activation
+ * as eltwise. It always goes through oneDNN, depthwise 3x3 on plain tensors included: the
+ * hand-written paths have no post-ops. */
 
 /* ---- descriptors ------------------------------------------------------------------------------- */
 
@@ -50,6 +59,7 @@ typedef enum { FMT_PLAIN, FMT_BLOCKED, FMT_NHWC } conv_fmt;
 typedef struct conv_types {
   dnnl_data_type_t src, wei, dst;
   bool plain;
+  bool inference; /* an inference program's forward convolution (see choose_fmt) */
 } conv_types;
 
 typedef enum { CONV_WRITES_DST, CONV_WRITES_SRC, CONV_WRITES_WEI } conv_dir;
@@ -77,14 +87,22 @@ typedef struct conv_io {
 /* Blocked layouts win where im2col + GEMM is poor: kernels larger than 1x1, and 1x1 kernels on few
  * channels both ways. A 1x1 convolution with 64 or more channels on either side is a good GEMM
  * already, and the reorders would only add traffic (measured with bench/bench_conv). Channels-last
- * activations go NHWC: oneDNN 2.6 has jit kernels for it, and no reorders are needed.
- * CX_CONV_NHWC=blocked sends them through blocked layouts instead (to measure). */
-static conv_fmt choose_fmt(const cx_conv_geom *g, const conv_io *io) {
+ * activations go NHWC: oneDNN 2.6 has jit kernels for it, and no reorders are needed; except in
+ * an inference program's forward pass, where ungrouped convolutions larger than 1x1 go blocked
+ * even with the reorders: oneDNN 2.6's avx2 forward kernel on nhwc is 20-30% slower than on
+ * nChw8c there (torchvision ResNet-18 at 224 px, one thread on this AVX2 EPYC: 398 -> 280 ms at
+ * batch 1, 15.8 -> 11.6 s at batch 32; ResNet-50 934 -> 712 ms at batch 1; medians of
+ * alternating runs on a loaded machine), while training measured the other way (Layouts in
+ * docs/ARCHITECTURE.md). CX_CONV_NHWC=blocked sends every channels-last convolution through
+ * blocked layouts, CX_CONV_NHWC=nhwc none (to measure). */
+static conv_fmt choose_fmt(const cx_conv_geom *g, const conv_io *io, bool inference) {
   const char *force = getenv("CX_CONV_LAYOUT"), *nhwc_as = getenv("CX_CONV_NHWC");
   if (force && strcmp(force, "plain") == 0) return FMT_PLAIN;
   if (force && strcmp(force, "blocked") == 0) return FMT_BLOCKED;
-  if (cx_tensor_nhwc(io->src) || cx_tensor_nhwc(io->dst))
-    return nhwc_as && strcmp(nhwc_as, "blocked") == 0 ? FMT_BLOCKED : FMT_NHWC;
+  if (cx_tensor_nhwc(io->src) || cx_tensor_nhwc(io->dst)) {
+    if (nhwc_as) return strcmp(nhwc_as, "blocked") == 0 ? FMT_BLOCKED : FMT_NHWC;
+    return inference && g->group == 1 && g->kh * g->kw > 1 ? FMT_BLOCKED : FMT_NHWC;
+  }
   return g->kh * g->kw > 1 || (g->c_in / g->group < 64 && g->c_out / g->group < 64) ? FMT_BLOCKED
                                                                                     : FMT_PLAIN;
 }
@@ -111,7 +129,7 @@ static cx_status md_init(dnnl_memory_desc_t *user, dnnl_memory_desc_t *prim, con
 
 static cx_status mds_init(conv_mds *m, const cx_node *node, const cx_conv_geom *g,
                           const conv_io *io, conv_types t) {
-  conv_fmt f = choose_fmt(g, io);
+  conv_fmt f = choose_fmt(g, io, t.inference);
   if (t.plain && f == FMT_BLOCKED) f = FMT_PLAIN;
   int64_t gr = g->group;
   bool w_cl = io->wei && cx_tensor_nhwc(io->wei); /* OHWI: weights computed by channels-last ops */
@@ -168,9 +186,10 @@ static void conv_release(void *p) {
 
 /* The hand-written depthwise path reads and writes plain NCHW; channels-last activations go to
  * oneDNN's nhwc depthwise kernel. */
-static conv_path choose_path(const cx_conv_geom *g, bool nhwc) {
+static conv_path choose_path(const cx_conv_geom *g, bool nhwc, bool fused) {
   const char *force = getenv("CX_CONV_DEPTHWISE");
-  if (!cx_conv_geom_is_dw3x3(g) || nhwc || (force && strcmp(force, "dnnl") == 0)) return PATH_DNNL;
+  if (!cx_conv_geom_is_dw3x3(g) || nhwc || fused || (force && strcmp(force, "dnnl") == 0))
+    return PATH_DNNL;
   if (force && strcmp(force, "c") == 0) return PATH_DW_C;
   return cx_conv_dw_have_avx512() ? PATH_DW_AVX512 : PATH_DW_C;
 }
@@ -197,13 +216,49 @@ static conv_state *state_new(const cx_kernel_args *a, int x_in, cx_status *st) {
     free(s);
     return NULL;
   }
-  s->path = choose_path(&s->g, any_nhwc(a));
+  s->path = choose_path(&s->g, any_nhwc(a), !strcmp(a->node->op->name, "ConvFused"));
   return s;
 }
 
 /* ---- Conv -------------------------------------------------------------------------------------- */
 
 static bool has_bias(const cx_kernel_args *a) { return a->n_in > 2 && a->node->in[2] >= 0; }
+
+/* ConvFused's residual S (input 3), when it has one. */
+static bool has_sum(const cx_kernel_args *a) { return a->n_in > 3 && a->node->in[3] >= 0; }
+
+/* ConvFused's post-ops: sum of S, then the activation; NULL attributes for a plain Conv. */
+static cx_status fused_attr(const cx_kernel_args *a, dnnl_primitive_attr_t *attr) {
+  *attr = NULL;
+  if (strcmp(a->node->op->name, "ConvFused") != 0) return CX_OK;
+  dnnl_post_ops_t po;
+  CX_DNNL(dnnl_post_ops_create(&po), a->node);
+  cx_status st = CX_OK;
+  if (has_sum(a) && dnnl_post_ops_append_sum(po, 1.0f) != dnnl_success)
+    st = cx_fail(CX_ERR_BACKEND, "node '%s': oneDNN refused the sum post-op", a->node->name);
+  if (st == CX_OK) st = cx_dnnl_append_activation(a->node, po);
+  if (st == CX_OK && (dnnl_primitive_attr_create(attr) != dnnl_success ||
+                      dnnl_primitive_attr_set_post_ops(*attr, po) != dnnl_success))
+    st = cx_fail(CX_ERR_BACKEND, "node '%s': oneDNN refused the post-ops", a->node->name);
+  dnnl_post_ops_destroy(po);
+  return st;
+}
+
+/* The summed input's layout. S has the output's shape; where its layout is moot (one pixel or
+ * one channel: plain and channels-last at once) it is described as the output is, so that a
+ * shared buffer needs no reorder. */
+static cx_status sum_md(const cx_kernel_args *a, const conv_mds *m, dnnl_memory_desc_t *md) {
+  const cx_tensor *t = &a->in[3];
+  const int64_t *d = t->shape.d;
+  if (cx_tensor_is_channels_last(t) && !cx_tensor_nhwc(t)) {
+    *md = m->u_dst;
+    return CX_OK;
+  }
+  CX_DNNL(dnnl_memory_desc_init_by_tag(md, 4, (dnnl_dims_t){d[0], d[1], d[2], d[3]}, dnnl_f32,
+                                       cx_tensor_nhwc(t) ? dnnl_nhwc : dnnl_nchw),
+          a->node);
+  return CX_OK;
+}
 
 static cx_status conv_build_fwd(conv_state *s, const cx_kernel_args *a) {
   conv_mds m;
@@ -212,13 +267,22 @@ static cx_status conv_build_fwd(conv_state *s, const cx_kernel_args *a) {
   bool bias = has_bias(a);
   cx_dnnl_exec *e = &s->fwd;
   conv_io io = {&a->in[0], &a->out[0], &a->in[1]};
-  CX_TRY(mds_init(&m, a->node, &s->g, &io, conv_types_for(a->precision, CONV_WRITES_DST, &s->g)));
+  conv_types t = conv_types_for(a->precision, CONV_WRITES_DST, &s->g);
+  t.inference = !a->training;
+  CX_TRY(mds_init(&m, a->node, &s->g, &io, t));
   CX_TRY(fwd_desc(&cd, a->node, &m, a->training, bias));
-  CX_TRY(cx_dnnl_exec_create(e, a->node, &cd, NULL, NULL, &pd));
-  cx_status st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_SRC, &m.u_src, false, 0);
+  dnnl_primitive_attr_t attr;
+  CX_TRY(fused_attr(a, &attr));
+  cx_status st = cx_dnnl_exec_create(e, a->node, &cd, attr, NULL, &pd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  CX_TRY(st);
+  st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_SRC, &m.u_src, false, 0);
   if (st == CX_OK) st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_WEIGHTS, &m.u_wei, false, 1);
   if (st == CX_OK && bias) st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_BIAS, &m.bias, false, 2);
   if (st == CX_OK) st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_DST, &m.u_dst, true, 0);
+  dnnl_memory_desc_t smd;
+  if (st == CX_OK && has_sum(a)) st = sum_md(a, &m, &smd);
+  if (st == CX_OK && has_sum(a)) st = cx_dnnl_exec_accumulate(e, a->node, &smd, 3);
   dnnl_primitive_desc_destroy(pd);
   return st;
 }
@@ -395,6 +459,7 @@ static cx_status grad_run(const cx_kernel_args *a) {
 
 const cx_kernel cx_cpu_conv[] = {
     {"Conv", conv_prepare, conv_run, conv_release, CX_LAYOUT_ANY},
+    {"ConvFused", conv_prepare, conv_run, conv_release, CX_LAYOUT_ANY},
     {"ConvGrad", grad_prepare, grad_run, conv_release, CX_LAYOUT_ANY},
     {NULL, NULL, NULL, NULL, 0},
 };

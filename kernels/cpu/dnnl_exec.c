@@ -12,7 +12,10 @@ void cx_dnnl_exec_release(cx_dnnl_exec *e) {
   }
   if (e->scratchpad) dnnl_memory_destroy(e->scratchpad);
   if (e->prim) dnnl_primitive_destroy(e->prim);
+  if (e->acc.user) dnnl_memory_destroy(e->acc.user);
+  if (e->acc.reorder) dnnl_primitive_destroy(e->acc.reorder);
   memset(e, 0, sizeof *e);
+  e->acc.input = -1;
 }
 
 static cx_status make_reorder(dnnl_primitive_t *r, const cx_node *node,
@@ -49,6 +52,7 @@ cx_status cx_dnnl_exec_create(cx_dnnl_exec *e, const cx_node *node, const_dnnl_o
                               dnnl_primitive_desc_t *pd) {
   dnnl_engine_t eng = cx_dnnl_engine();
   dnnl_primitive_attr_t attr;
+  e->acc.input = -1;
   if (!eng) return CX_ERR_BACKEND;
   CX_DNNL(given ? dnnl_primitive_attr_clone(&attr, given) : dnnl_primitive_attr_create(&attr), node);
   dnnl_status_t s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
@@ -66,6 +70,45 @@ cx_status cx_dnnl_exec_create(cx_dnnl_exec *e, const cx_node *node, const_dnnl_o
     return cx_fail(CX_ERR_BACKEND, "creating the oneDNN primitive failed (status %d) in node '%s'",
                    (int)s, node->name);
   }
+  return CX_OK;
+}
+
+static const cx_dnnl_arg *dst_arg(const cx_dnnl_exec *e) {
+  for (int k = 0; k < e->n; k++)
+    if (e->a[k].arg == DNNL_ARG_DST && e->a[k].output && e->a[k].index == 0) return &e->a[k];
+  return NULL;
+}
+
+cx_status cx_dnnl_exec_accumulate(cx_dnnl_exec *e, const cx_node *node,
+                                  const dnnl_memory_desc_t *user_md, int input) {
+  const cx_dnnl_arg *d = dst_arg(e);
+  if (!d) return cx_fail(CX_ERR_ARG, "node '%s': an accumulating primitive needs its DST first",
+                         node->name);
+  const dnnl_memory_desc_t *to;
+  CX_DNNL(dnnl_memory_get_memory_desc(d->inner ? d->inner : d->user, &to), node);
+  e->acc.input = input;
+  e->acc.bytes = dnnl_memory_desc_get_size(user_md);
+  CX_DNNL(dnnl_memory_create(&e->acc.user, user_md, cx_dnnl_engine(), DNNL_MEMORY_NONE), node);
+  if (dnnl_memory_desc_equal(to, user_md)) return CX_OK;
+  return make_reorder(&e->acc.reorder, node, user_md, to);
+}
+
+/* Fills the destination (whose handles are set) from the accumulated input. */
+static cx_status run_accumulate(const cx_dnnl_exec *e, const cx_kernel_args *a, dnnl_stream_t st) {
+  const cx_dnnl_arg *d = dst_arg(e);
+  const void *src = a->in[e->acc.input].data;
+  void *dst = d->inner ? (char *)a->scratch + d->offset : a->out[0].data;
+  if (!e->acc.reorder) {
+    if (src != dst) memcpy(dst, src, e->acc.bytes);
+    return CX_OK;
+  }
+  if (src == dst) /* the layout pass gives an accumulated input and its output one layout */
+    return cx_fail(CX_ERR_ARG, "node '%s': summed input and output share a buffer in two layouts",
+                   a->node->name);
+  CX_DNNL(dnnl_memory_set_data_handle(e->acc.user, (void *)src), a->node);
+  dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, e->acc.user},
+                          {DNNL_ARG_TO, d->inner ? d->inner : d->user}};
+  CX_DNNL(dnnl_primitive_execute(e->acc.reorder, st, 2, r), a->node);
   return CX_OK;
 }
 
@@ -95,6 +138,7 @@ cx_status cx_dnnl_exec_run(const cx_dnnl_exec *e, const cx_kernel_args *a) {
     if (x->inner && !x->output) CX_TRY(run_reorder(x, st, a->node));
     args[n++] = (dnnl_exec_arg_t){x->arg, x->inner ? x->inner : x->user};
   }
+  if (e->acc.input >= 0) CX_TRY(run_accumulate(e, a, st));
   CX_DNNL(dnnl_primitive_execute(e->prim, st, n, args), a->node);
   for (int k = 0; k < e->n; k++)
     if (e->a[k].inner && e->a[k].output) CX_TRY(run_reorder(&e->a[k], st, a->node));

@@ -25,12 +25,22 @@ typedef struct cx_dnnl_arg {
   size_t offset; /* of inner in scratch */
 } cx_dnnl_arg;
 
+/* A primitive with a sum post-op adds into its destination: before it runs, the destination
+ * (the output's buffer, or its inner buffer in scratch) is filled from kernel input `input`. */
+typedef struct cx_dnnl_acc {
+  int input;                 /* -1: none */
+  dnnl_memory_t user;        /* that input, in its own layout */
+  dnnl_primitive_t reorder;  /* into the destination's layout; NULL: the same layout */
+  size_t bytes;
+} cx_dnnl_acc;
+
 typedef struct cx_dnnl_exec {
   dnnl_primitive_t prim;
   dnnl_memory_t scratchpad; /* oneDNN's, at scratch offset 0 */
   int n;
   cx_dnnl_arg a[CX_DNNL_MAX_ARGS];
   size_t scratch;           /* bytes: the scratchpad, then the inner buffers */
+  cx_dnnl_acc acc;
 } cx_dnnl_exec;
 
 /* Makes the primitive descriptor of op descriptor `desc` with attributes `attr` (NULL: none;
@@ -43,6 +53,12 @@ cx_status cx_dnnl_exec_create(cx_dnnl_exec *e, const cx_node *node, const_dnnl_o
  * user_md. */
 cx_status cx_dnnl_exec_arg(cx_dnnl_exec *e, const cx_node *node, const_dnnl_primitive_desc_t pd,
                            int arg, const dnnl_memory_desc_t *user_md, bool output, int index);
+/* The primitive (with a sum post-op) adds into DST, which must have been added, output 0:
+ * kernel input `input`, of layout user_md, is copied (or reordered) into it before each run.
+ * Where that input and the output are one buffer of one layout (the memory planner gave the
+ * output the input's buffer, core/infer_fuse.h) nothing is copied. */
+cx_status cx_dnnl_exec_accumulate(cx_dnnl_exec *e, const cx_node *node,
+                                  const dnnl_memory_desc_t *user_md, int input);
 /* Points every memory at this run's buffers, reorders the inputs in, runs, reorders the outputs
  * out. */
 cx_status cx_dnnl_exec_run(const cx_dnnl_exec *e, const cx_kernel_args *a);

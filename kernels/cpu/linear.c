@@ -1,7 +1,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/op.h"
 #include "cpu.h"
+#include "dnnl_post_ops.h"
 #include "dnnl_util.h"
 
 /* Gemm, MatMul and MatMulT on one oneDNN matmul primitive, built at compile time. Transposed
@@ -10,7 +12,10 @@
  * after C has been broadcast into it. The scratchpad is the program's scratch memory.
  *
  * bf16 autocast (precision BF16): A and B are rounded to bf16 copies in scratch (same layout) by
- * a reorder, and the matmul reads those and writes f32 Y, accumulating in f32. */
+ * a reorder, and the matmul reads those and writes f32 Y, accumulating in f32.
+ *
+ * GemmFused (core/ops/fused.c, from the inference pass) is Gemm with its fused activation as an
+ * eltwise post-op after the sum. */
 
 /* A matmul operand: `user` wraps the program's f32 buffer; under BF16, `low` is its bf16 copy at
  * `offset` in scratch and `cvt` the reorder that rounds into it. */
@@ -104,14 +109,18 @@ static cx_status mm_attr(const cx_node *n, const mm_desc *d, mm_state *st) {
   CX_DNNL(dnnl_primitive_attr_create(&st->attr), n);
   CX_DNNL(dnnl_primitive_attr_set_scratchpad_mode(st->attr, dnnl_scratchpad_mode_user), n);
   if (d->alpha != 1) CX_DNNL(dnnl_primitive_attr_set_output_scales(st->attr, 1, 0, &d->alpha), n);
-  if (!d->sum_c) return CX_OK;
+  bool fused = !strcmp(n->op->name, "GemmFused");
+  if (!d->sum_c && !fused) return CX_OK;
   dnnl_post_ops_t po;
   CX_DNNL(dnnl_post_ops_create(&po), n);
-  dnnl_status_t s = dnnl_post_ops_append_sum(po, d->beta);
-  if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(st->attr, po);
+  cx_status s = !d->sum_c || dnnl_post_ops_append_sum(po, d->beta) == dnnl_success
+                    ? CX_OK
+                    : cx_fail(CX_ERR_BACKEND, "node '%s': oneDNN refused the sum post-op", n->name);
+  if (s == CX_OK && fused) s = cx_dnnl_append_activation(n, po);
+  if (s == CX_OK && dnnl_primitive_attr_set_post_ops(st->attr, po) != dnnl_success)
+    s = cx_fail(CX_ERR_BACKEND, "node '%s': oneDNN refused the post-ops", n->name);
   dnnl_post_ops_destroy(po);
-  CX_DNNL(s, n);
-  return CX_OK;
+  return s;
 }
 
 static cx_status mm_build(const cx_node *n, const mm_desc *d, mm_state *st, size_t *scratch) {
@@ -250,6 +259,7 @@ static cx_status gemm_run(const cx_kernel_args *a) {
 
 const cx_kernel cx_cpu_linear[] = {
     {"Gemm", gemm_prepare, gemm_run, mm_release, 0},
+    {"GemmFused", gemm_prepare, gemm_run, mm_release, 0},
     {"MatMul", matmul_prepare, matmul_run, mm_release, 0},
     {"MatMulT", matmul_prepare, matmul_run, mm_release, 0},
     {NULL, NULL, NULL, NULL, 0},
