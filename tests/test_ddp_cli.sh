@@ -4,6 +4,8 @@
 #   - a run on 1 rank stopped at step 4 resumes on 2 ranks to the end: rank 0 alone writes
 #     (one metrics line per logged step, the model, the checkpoints), the JSON says 2 ranks and
 #     the share of step time spent waiting for communication;
+#   - compress pipeline on 2 ranks (that model as the teacher, distilled into a ResNet-20):
+#     the stages' files and the report, rank 0 alone printing;
 #   - kill -9 of rank 1 mid-epoch ends the job, non-zero, with mpirun's message, within 30 s;
 #   - a data file missing on one rank only (an MPMD launch with two configs): both ranks exit
 #     non-zero with that rank's message, and no output folder is made.
@@ -79,6 +81,41 @@ steps=$(grep -c '"loss"' "$a/metrics.jsonl")
 lines=$(grep '"loss"' "$a/metrics.jsonl" | grep -o '"step":[0-9]*' | sort | uniq -d | wc -l)
 [[ $lines == 0 ]] || fail "metrics.jsonl repeats steps (both ranks wrote it?): $(cat "$a/metrics.jsonl")"
 [[ $steps -ge 6 ]] || fail "metrics.jsonl has $steps step lines, expected 6"
+
+# ---- a pipeline on 2 ranks: the trained model as teacher, distilled into a student ----
+cat >"$work/pipe.toml" <<EOF
+[run]
+out_dir = "$work/pipe"
+seed = 3
+threads = 1
+
+[data]
+train = "train.h5"
+val = "test.h5"
+batch = 192
+mean = [0.286]
+std = [0.353]
+
+[teacher]
+onnx = "$a/model.onnx"
+
+[student]
+spec = "resnet20:classes=10,input=1x14x14"
+
+[distill]
+epochs = 1
+lr = 0.05
+momentum = 0.9
+log_every = 4
+EOF
+mpi_run 0 pipeline -np 2 "$compress" "$work/pipe.toml"
+expect_in pipeline out "data parallel: 2 ranks"
+expect_in pipeline out "distill: 6 steps"
+for f in teacher.onnx student.onnx report.json; do
+  [[ -f $work/pipe/$f ]] || fail "pipeline: no $f"
+done
+n=$(grep -c 'distill: training' "$work/pipeline.out")
+[[ $n == 1 ]] || fail "pipeline: 'distill: training' printed $n times (rank 0 alone reports)"
 
 # ---- kill -9 of one rank ----
 sed 's/epochs = 1/epochs = 50/' "$work/train.toml" >"$work/long.toml"
