@@ -186,6 +186,8 @@ static cx_status stage_result(const runner *r, const cx_pipeline_stage *s, const
     out->train_seconds = res->seconds;
     out->images_per_s = res->images_per_s;
     out->steps = res->steps;
+    out->ranks = res->world;
+    out->comm_wait = res->step_seconds > 0 ? res->sync_wait_s / res->step_seconds : 0;
   }
   out->val = res->val;
   if (!cx_dist_is_root()) return CX_OK; /* rank 0 reports */

@@ -5,7 +5,8 @@
 #     (one metrics line per logged step, the model, the checkpoints), the JSON says 2 ranks and
 #     the share of step time spent waiting for communication;
 #   - compress pipeline on 2 ranks (that model as the teacher, distilled into a ResNet-20):
-#     the stages' files and the report, rank 0 alone printing;
+#     the stages' files and the report (its stage table: 2 ranks, the communication wait),
+#     rank 0 alone printing;
 #   - kill -9 of rank 1 mid-epoch ends the job, non-zero, with mpirun's message, within 30 s;
 #   - a data file missing on one rank only (an MPMD launch with two configs): both ranks exit
 #     non-zero with that rank's message, and no output folder is made.
@@ -15,6 +16,7 @@
 set -u
 compress=$(realpath "$1")
 mpiexec=${2:-mpiexec}
+py=${CX_PYTHON:?"the tests' Python (ctest sets it: tests/CMakeLists.txt, CX_PYTHON)"}
 command -v "$mpiexec" >/dev/null || { echo "skipped: no $mpiexec"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -114,6 +116,13 @@ expect_in pipeline out "distill: 6 steps"
 for f in teacher.onnx student.onnx report.json; do
   [[ -f $work/pipe/$f ]] || fail "pipeline: no $f"
 done
+$py - "$work/pipe/report.json" <<'PY' || fail "pipeline: report.json lacks the distill stage's ranks and communication wait"
+import json, sys
+stages = {s["name"]: s for s in json.load(open(sys.argv[1]))["stages"]}
+d = stages["distill"]
+assert d["ranks"] == 2 and 0 <= d["comm_wait_fraction"] < 1 and d["images_per_s"] > 0, d
+PY
+grep -q '| distill | .* | 2 | ' "$work/pipe/report.md" || fail "pipeline: report.md's stage table lacks 2 ranks"
 n=$(grep -c 'distill: training' "$work/pipeline.out")
 [[ $n == 1 ]] || fail "pipeline: 'distill: training' printed $n times (rank 0 alone reports)"
 
