@@ -244,7 +244,7 @@ static cx_status train(job *j) {
     o->profile_top = 20;
   }
   cx_cli_dist_train_opts(o); /* again: rank 0 alone checkpoints, evaluates and reports */
-  if (o->resume_from) fprintf(o->log, "resuming from %s\n", o->resume_from);
+  if (o->resume_from && cx_dist_is_root()) fprintf(o->log, "resuming from %s\n", o->resume_from);
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   cx_status s = cx_train(j->g, o, &j->r);

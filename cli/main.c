@@ -55,6 +55,12 @@ static int dispatch(int argc, char **argv) {
     return cx_cmd_pipeline.run(argc - 1, argv + 1);
   for (int i = 0; i < N_COMMANDS; i++) {
     if (strcmp(commands[i]->name, cmd) != 0) continue;
+    if (cx_dist_world() > 1 && commands[i] != &cx_cmd_train && commands[i] != &cx_cmd_pipeline) {
+      fprintf(stderr, "compress %s: runs as one process, not on %d ranks: under mpirun only "
+              "'compress train' and 'compress pipeline' train data-parallel "
+              "(docs/distributed.md)\n", cmd, cx_dist_world());
+      return 2;
+    }
     if (cx_cli_wants_help(argc - 2, argv + 2)) {
       fputs(commands[i]->usage, stdout);
       return 0;

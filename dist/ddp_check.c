@@ -21,8 +21,23 @@ static cx_status alloc_room(cx_ddp *d) {
   return CX_OK;
 }
 
+/* The same parameter count and gradient floats everywhere, before any list or bucket is
+ * exchanged: a rank that built another model would otherwise corrupt the reductions. */
+static cx_status check_shapes(cx_ddp *d) {
+  int64_t floats = 0;
+  for (int i = 0; i < d->n_buckets; i++) floats += d->buckets[i].n;
+  int64_t v[4] = {d->n_params, -(int64_t)d->n_params, floats, -floats}; /* min and max at once */
+  CX_TRY(cx_comm_allreduce_i64(v, 4, CX_COMM_MIN));
+  if (v[0] == -v[1] && v[2] == -v[3]) return CX_OK;
+  return cx_fail(CX_ERR_ARG, "ddp: the ranks built different models: %lld to %lld parameters, "
+                 "%lld to %lld gradient values (this rank: %d, %lld); every rank must train the "
+                 "same model", (long long)v[0], (long long)-v[1], (long long)v[2],
+                 (long long)-v[3], d->n_params, (long long)floats);
+}
+
 cx_status cx_ddp_check_replicas(cx_ddp *d, const char *when) {
   if (d->world < 2) return CX_OK;
+  CX_TRY(check_shapes(d));
   CX_TRY(alloc_room(d));
   for (int k = 0; k < d->n_params; k++) {
     const cx_tensor *p = cx_program_param(d->train, k);

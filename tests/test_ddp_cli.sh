@@ -9,7 +9,9 @@
 #     rank 0 alone printing;
 #   - kill -9 of rank 1 mid-epoch ends the job, non-zero, with mpirun's message, within 30 s;
 #   - a data file missing on one rank only (an MPMD launch with two configs): both ranks exit
-#     non-zero with that rank's message, and no output folder is made.
+#     non-zero with that rank's message, and no output folder is made;
+#   - ranks that build different models (two configs) stop before the first step, saying so;
+#   - a command other than train and pipeline refuses to run on 2 ranks.
 # Skipped (77) without mpirun.
 #
 # usage: test_ddp_cli.sh COMPRESS MPIEXEC
@@ -171,6 +173,18 @@ rc=$?
 expect_in missing err "compress train: rank 1 failed: $work/missing.toml:5:1: 'data.train': $work/missing.h5: cannot open"
 expect_in missing err "compress train: rank 1: $work/missing.toml:5:1"
 [[ ! -e $m ]] || fail "missing: the output folder was made although rank 1's check failed"
+
+# ---- ranks that build different models ----
+sed 's/resnet20/resnet32/' "$work/train.toml" >"$work/other.toml"
+"${mpi[@]}" -np 1 "$compress" train "$work/train.toml" --out "$work/run_o" : \
+  -np 1 "$compress" train "$work/other.toml" --out "$work/run_o2" >"$work/other.out" 2>"$work/other.err"
+[[ $? != 0 ]] || fail "other: two different models trained together"
+expect_in other err "ddp: the ranks built different models: 65 to 101 parameters"
+
+# ---- other commands refuse to run on several ranks ----
+"${mpi[@]}" -np 2 "$compress" eval "$a/model.onnx" --data "$work/test.h5" >"$work/eval.out" 2>"$work/eval.err"
+[[ $? != 0 ]] || fail "eval: ran on 2 ranks"
+expect_in eval err "compress eval: runs as one process, not on 2 ranks"
 
 ((fails == 0)) && echo "ok" || echo "FAILED ($fails)"
 exit $((fails != 0))
