@@ -114,9 +114,9 @@ static cx_stage_run stage_run(runner *r, cx_pipeline_stage *s, const cx_graph *i
 
 /* Trains the stage's model g with the metrics writers and the record's extensions (input: the
  * input stage's model); *before: the time its earlier, interrupted runs took (resuming). */
-static cx_status train_stage(runner *r, cx_pipeline_stage *s, cx_graph **g,
-                             const cx_graph *input, cx_train_result *res,
+static cx_status train_stage(runner *r, cx_stage_run *sr, cx_graph **g, cx_train_result *res,
                              cx_stage_result *before) {
+  cx_pipeline_stage *s = (cx_pipeline_stage *)sr->s;
   cx_train_opts *o = &s->tc.opts;
   char ckdir[PATH_MAX_], resume[PATH_MAX_];
   snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s", r->out, s->name);
@@ -134,19 +134,18 @@ static cx_status train_stage(runner *r, cx_pipeline_stage *s, cx_graph **g,
   o->stop_after = r->a.stop_after;
   o->progress_bar = isatty(fileno(stdout));
   r->sinks.stage = s->name;
-  cx_stage_run sr = stage_run(r, s, input);
   cx_train_ext sinks = cx_cli_sinks_extension(&r->sinks);
-  cx_status st = cx_dist_is_root() ? cx_stage_run_add(&sr, &sinks) : CX_OK;
+  cx_status st = cx_dist_is_root() ? cx_stage_run_add(sr, &sinks) : CX_OK;
   cx_prune_bn_l1 bn = {.lambda = s->tc.bn_l1}; /* the training table's bn_l1 (network slimming) */
   cx_train_ext slim = cx_prune_bn_l1_extension(&bn);
-  if (st == CX_OK && bn.lambda > 0) st = cx_stage_run_add(&sr, &slim);
-  if (st == CX_OK && s->def->begin) st = s->def->begin(&sr);
+  if (st == CX_OK && bn.lambda > 0) st = cx_stage_run_add(sr, &slim);
+  if (st == CX_OK && s->def->begin) st = s->def->begin(sr);
   cx_cli_ddp ddp = {0};
   cx_train_ext dp;
   if (st == CX_OK) st = cx_cli_ddp_open(&ddp);
   if (st == CX_OK && ddp.d) { /* last: the other extensions see averaged gradients */
     dp = cx_ddp_extension(ddp.d);
-    st = cx_stage_run_add(&sr, &dp);
+    st = cx_stage_run_add(sr, &dp);
   }
   /* this rank's share of the data; rank 0 alone checkpoints and evaluates */
   cx_train_opts mine = *o;
@@ -154,10 +153,9 @@ static cx_status train_stage(runner *r, cx_pipeline_stage *s, cx_graph **g,
   if (st == CX_OK) st = cx_train(*g, &mine, res);
   if (st == CX_OK) cx_cli_ddp_print(&ddp, res, stdout);
   cx_cli_ddp_close(&ddp);
-  if (st == CX_OK && !res->stopped && s->def->trained_model) st = s->def->trained_model(&sr, g);
-  cx_status e = s->def->end ? s->def->end(&sr) : CX_OK;
+  if (st == CX_OK && !res->stopped && s->def->trained_model) st = s->def->trained_model(sr, g);
   o->extensions = NULL, o->n_extensions = 0; /* they lived in sr */
-  return st != CX_OK ? st : e;
+  return st;
 }
 
 static void print_result(const cx_pipeline_stage *s, const cx_train_result *res,
@@ -250,11 +248,9 @@ static cx_status finish(runner *r, const cx_pipeline_stage *s, cx_graph *g, char
 }
 
 /* The model the stage trains: its record's, or the one its table names. */
-static cx_status load_model(runner *r, cx_pipeline_stage *s, const cx_graph *input,
-                            cx_graph **g, char **old) {
+static cx_status load_model(cx_stage_run *sr, cx_pipeline_stage *s, cx_graph **g, char **old) {
   if (!s->def->load_model) return cx_cli_train_load_model(&s->tc, g, old);
-  cx_stage_run sr = stage_run(r, s, input);
-  return s->def->load_model(&sr, g, old);
+  return s->def->load_model(sr, g, old);
 }
 
 static cx_status run_stage(runner *r, int id) {
@@ -270,8 +266,12 @@ static cx_status run_stage(runner *r, int id) {
   cx_train_result res = {0};
   cx_stage_result before = cx_stage_result_empty(), result;
   cx_status st = load_input(r, s, &input);
-  if (st == CX_OK) st = load_model(r, s, input, &g, &old);
-  if (st == CX_OK && s->trains) st = train_stage(r, s, &g, input, &res, &before);
+  /* one run of the record from its model to its end, so begin can reuse what load_model made */
+  cx_stage_run sr = stage_run(r, s, input);
+  if (st == CX_OK) st = load_model(&sr, s, &g, &old);
+  if (st == CX_OK && s->trains) st = train_stage(r, &sr, &g, &res, &before);
+  cx_status e = s->def->end ? s->def->end(&sr) : CX_OK;
+  if (st == CX_OK) st = e;
   if (st == CX_OK && res.stopped) st = stopped(r, s, &res, &before, now() - t0);
   else if (st == CX_OK) {
     st = stage_result(r, s, g, &res, &before, &result);

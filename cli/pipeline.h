@@ -40,13 +40,16 @@ typedef struct cx_stage_def {
   /* What its output depends on beyond its tables, files, seed, precision and its input's hash
    * (appended to buf). */
   void (*salt)(const cx_pipeline *p, const cx_pipeline_stage *s, char *buf, size_t size);
-  /* The model it trains; NULL: the model its table names (cx_cli_train_load_model). */
+  /* The model it trains; NULL: the model its table names (cx_cli_train_load_model). It runs
+   * on the same cx_stage_run as begin and end, so what it opens in r->state (QAT's calibrated
+   * extension) serves the training run, and end frees it whatever failed. */
   cx_status (*load_model)(cx_stage_run *r, cx_graph **g, char **old_input);
   /* Checks before anything runs, against the model the stage's table names (for a stage that
    * trains an earlier stage's output: the same architecture before that stage changed it). */
   cx_status (*check)(const cx_pipeline *p, const cx_pipeline_stage *s, const cx_graph *model);
-  /* Before training: its trainer extensions (cx_stage_run_add); after (also after a failure):
-   * its results into r->result, and what begin opened freed. */
+  /* Before training: its trainer extensions (cx_stage_run_add); after (also after a failure,
+   * and for a stage that does not train): its results into r->result, and what load_model and
+   * begin opened freed. */
   cx_status (*begin)(cx_stage_run *r);
   /* After training that ran to its end, before `end`: the model to evaluate and export in place
    * of the trained one (*g replaced, the old graph freed; QAT: the trained weights with their
@@ -156,7 +159,7 @@ struct cx_stage_run {
   const cx_graph *input;    /* the input stage's output model, or NULL */
   cx_train_opts *opts;      /* the stage's training options */
   cx_stage_result *result;  /* begin/end add their counts to it */
-  void *state;              /* the record's own, between begin and end */
+  void *state;              /* the record's own, from load_model or begin until end */
   cx_train_ext ext[8];      /* the training run's extensions: opts->extensions points here */
   int n_ext;
 };

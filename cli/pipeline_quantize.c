@@ -45,27 +45,33 @@ static cx_status open_qat(const cx_stage_run *r, cx_quant_qat **q) {
   return s;
 }
 
+static cx_status run_state(cx_stage_run *r, quant_run **out) {
+  if (!r->state && !(r->state = calloc(1, sizeof(quant_run))))
+    return cx_fail(CX_ERR_NOMEM, "out of memory");
+  *out = r->state;
+  return CX_OK;
+}
+
 /* PTQ: the calibrated model. QAT: the folded model with FakeQuantize nodes whose scales are
- * state (cx_quant_qat_graph), which the trainer trains; begin opens the extension again on the
- * same calibration, which gives the same scales. */
+ * state (cx_quant_qat_graph), which the trainer trains; the extension stays open for begin, so
+ * the stage calibrates once. */
 cx_status cx_pipeline_quantize_model(cx_stage_run *r, cx_graph **g, char **old_input) {
   *old_input = NULL;
   if (!r->input) return cx_fail(CX_ERR_ARG, "quantize: no input model");
   cx_cli_quant_job j = job(r);
   if (!is_qat(r->p)) return cx_cli_quant_ptq(&j, r->input, g, NULL, NULL);
-  cx_quant_qat *q = NULL;
-  CX_TRY(open_qat(r, &q));
-  *g = cx_graph_clone(cx_quant_qat_graph(q));
-  cx_quant_qat_close(q);
+  quant_run *q = NULL;
+  CX_TRY(run_state(r, &q));
+  CX_TRY(open_qat(r, &q->qat));
+  *g = cx_graph_clone(cx_quant_qat_graph(q->qat));
   return *g ? CX_OK : cx_fail(CX_ERR_NOMEM, "out of memory");
 }
 
 cx_status cx_pipeline_quantize_begin(cx_stage_run *r) {
-  quant_run *q = calloc(1, sizeof *q);
-  if (!q) return cx_fail(CX_ERR_NOMEM, "out of memory");
-  r->state = q;
+  quant_run *q = NULL;
+  CX_TRY(run_state(r, &q));
   CX_TRY(cx_pipeline_kd_tune_begin(r, &q->kd));
-  CX_TRY(open_qat(r, &q->qat));
+  if (!q->qat) CX_TRY(open_qat(r, &q->qat));
   cx_train_ext e = cx_quant_qat_ext(q->qat);
   return cx_stage_run_add(r, &e);
 }

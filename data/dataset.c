@@ -115,6 +115,8 @@ static cx_status read_names(cx_dataset *d, hid_t ds, hid_t ft, int64_t n) {
     char **v = calloc((size_t)(n ? n : 1), sizeof *v);
     H5Tset_size(mt, H5T_VARIABLE);
     if (!v) s = cx_fail(CX_ERR_NOMEM, "%s: out of memory", d->path);
+    else if ((s = cx_h5_guard_vlen_strings(d->file, ds, n, d->path, "/class_names")) != CX_OK)
+      ;
     else if (H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
       s = cx_h5_fail(CX_ERR_FORMAT, d->path, "/class_names", "H5Dread");
     for (int64_t i = 0; v && i < n; i++) {

@@ -2,6 +2,7 @@
  * makes it hang: see h5_guard.h. Everything else is what the default sec2 driver does. */
 #define _GNU_SOURCE
 #include "h5_guard.h"
+#include "h5_guard_ohdr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,8 +16,8 @@
 
 typedef struct guard_file {
   H5FD_t pub; /* HDF5's part; must come first */
-  int fd;
-  haddr_t eoa, eof;
+  cx_h5_ohdr_file oh; /* the descriptor, the file's size, what the header check keeps */
+  haddr_t eoa;
   dev_t dev;
   ino_t ino;
 } guard_file;
@@ -53,25 +54,35 @@ cx_status cx_h5_check_regular(const char *path) {
 
 enum { GH_HDR = 16, GH_OBJHDR = 16 };
 
-static uint64_t le(const unsigned char *p, int n) {
-  uint64_t v = 0;
-  for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
-  return v;
+#define le cx_h5_le
+
+long long cx_h5_pread(int fd, void *buf, size_t n, uint64_t off) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t k = pread(fd, (unsigned char *)buf + done, n - done, (off_t)(off + done));
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -1;
+    if (k == 0) break;
+    done += (size_t)k;
+  }
+  return (long long)done;
 }
 
-bool cx_h5_gheap_ok(const unsigned char *buf, size_t len) {
+bool cx_h5_gheap_walk(const unsigned char *buf, size_t len, unsigned want, uint64_t *size) {
+  if (size) *size = UINT64_MAX;
   if (len < GH_HDR) return true; /* HDF5 reads no objects from a block this short */
-  uint64_t size = le(buf + 8, 8);
+  uint64_t stated = le(buf + 8, 8);
   /* HDF5 first reads 4 KiB of a collection, then the size it states: the walk is made on that
    * whole read, which is what the deserializer gets */
-  if (size > len) return true;
-  size_t end = (size_t)size, p = GH_HDR;
+  if (stated > len) return true;
+  size_t end = (size_t)stated, p = GH_HDR;
   while (p < end && end - p >= GH_OBJHDR) {
     unsigned idx = (unsigned)le(buf + p, 2);
     uint64_t obj = le(buf + p + 8, 8);
     /* an object that runs past the collection: H5HG_read would copy its stated size out of
      * the heap (past the end of the block, into a buffer sized by the reference) */
     if (idx && obj > end - p - GH_OBJHDR) return false;
+    if (idx && idx == want && size) *size = obj;
     uint64_t need = idx ? GH_OBJHDR + ((obj + 7) & ~(uint64_t)7) : obj;
     /* a step of 0 never ends; one past the end makes libhdf5's pointer wrap around (it adds
      * the size to the object's address), which can loop as well */
@@ -79,6 +90,10 @@ bool cx_h5_gheap_ok(const unsigned char *buf, size_t len) {
     p += (size_t)need;
   }
   return true;
+}
+
+bool cx_h5_gheap_ok(const unsigned char *buf, size_t len) {
+  return cx_h5_gheap_walk(buf, len, 0, NULL);
 }
 
 static bool is_gheap(const unsigned char *buf, size_t len) {
@@ -109,8 +124,8 @@ static H5FD_t *guard_open(const char *name, unsigned flags, hid_t fapl, haddr_t 
     close(fd);
     return NULL;
   }
-  g->fd = fd;
-  g->eof = (haddr_t)st.st_size;
+  g->oh.fd = fd;
+  g->oh.eof = (uint64_t)st.st_size;
   g->dev = st.st_dev;
   g->ino = st.st_ino;
   return &g->pub;
@@ -118,7 +133,7 @@ static H5FD_t *guard_open(const char *name, unsigned flags, hid_t fapl, haddr_t 
 
 static herr_t guard_close(H5FD_t *f) {
   guard_file *g = (guard_file *)f;
-  int rc = close(g->fd);
+  int rc = close(g->oh.fd);
   free(g);
   return rc == 0 ? 0 : -1;
 }
@@ -132,9 +147,10 @@ static int guard_cmp(const H5FD_t *a, const H5FD_t *b) {
 
 static herr_t guard_query(const H5FD_t *f, unsigned long *flags) {
   (void)f;
-  /* as sec2: metadata aggregation and accumulation, data sieving, small-data aggregation */
-  *flags = H5FD_FEAT_AGGREGATE_METADATA | H5FD_FEAT_ACCUMULATE_METADATA | H5FD_FEAT_DATA_SIEVE |
-           H5FD_FEAT_AGGREGATE_SMALLDATA;
+  /* as sec2, but without metadata accumulation: the accumulator merges neighbouring metadata
+   * reads into one, and the object header check must see each header read as HDF5 asked for it
+   * (where it starts, and that it is one) */
+  *flags = H5FD_FEAT_AGGREGATE_METADATA | H5FD_FEAT_DATA_SIEVE | H5FD_FEAT_AGGREGATE_SMALLDATA;
   return 0;
 }
 
@@ -151,12 +167,12 @@ static herr_t guard_set_eoa(H5FD_t *f, H5FD_mem_t t, haddr_t a) {
 
 static haddr_t guard_get_eof(const H5FD_t *f, H5FD_mem_t t) {
   (void)t;
-  return ((const guard_file *)f)->eof;
+  return ((const guard_file *)f)->oh.eof;
 }
 
 static herr_t guard_get_handle(H5FD_t *f, hid_t fapl, void **handle) {
   (void)fapl;
-  *handle = &((guard_file *)f)->fd;
+  *handle = &((guard_file *)f)->oh; /* its first member is the descriptor, as sec2's handle */
   return 0;
 }
 
@@ -170,46 +186,52 @@ static bool whole_gheap_ok(guard_file *g, haddr_t addr, const unsigned char *p, 
   if (stated > ((uint64_t)1 << 28)) return false; /* no string heap of ours is near 256 MiB */
   unsigned char *b = calloc(1, (size_t)stated);
   if (!b) return false;
-  size_t done = 0;
-  while (done < stated) {
-    ssize_t n = pread(g->fd, b + done, (size_t)stated - done, (off_t)(addr + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += (size_t)n;
-  }
-  bool ok = cx_h5_gheap_ok(b, (size_t)stated);
+  bool ok = cx_h5_pread(g->oh.fd, b, (size_t)stated, addr) >= 0 &&
+            cx_h5_gheap_ok(b, (size_t)stated);
   free(b);
   return ok;
+}
+
+/* The driver's last refusal on this thread: libhdf5 clears its error stack on some paths (a
+ * header refused while H5Fopen reads the root group), and the message must still say why. */
+static _Thread_local const char *refused;
+
+const char *cx_h5_guard_refusal(void) {
+  const char *r = refused;
+  refused = NULL;
+  return r;
 }
 
 /* Reads past the end of the file give zeros, as in sec2; past the end of the address space
  * HDF5 allocated (eoa) is an error. */
 static herr_t guard_read(H5FD_t *f, H5FD_mem_t type, hid_t dxpl, haddr_t addr, size_t size,
                          void *buf) {
-  (void)type, (void)dxpl;
+  (void)dxpl;
   guard_file *g = (guard_file *)f;
   if (addr == HADDR_UNDEF || addr > MAXADDR || size > MAXADDR - addr || addr + size > g->eoa) {
     push(H5E_OVERFLOW, __func__, "read past the end of the file's address space");
     return -1;
   }
   unsigned char *p = buf;
-  size_t done = 0;
-  while (done < size) {
-    ssize_t n = pread(g->fd, p + done, size - done, (off_t)(addr + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      push(H5E_READERROR, __func__, strerror(errno));
-      return -1;
-    }
-    if (n == 0) break;
-    done += (size_t)n;
+  long long done = cx_h5_pread(g->oh.fd, p, size, addr);
+  if (done < 0) {
+    push(H5E_READERROR, __func__, strerror(errno));
+    return -1;
   }
-  memset(p + done, 0, size - done);
+  memset(p + done, 0, size - (size_t)done);
   /* global heaps are read as raw data (H5F_block_read maps GHEAP to DRAW), so every block is
    * looked at; only one that starts like a collection is walked */
   if (is_gheap(p, size) && !whole_gheap_ok(g, addr, p, size)) {
-    push(H5E_BADVALUE, __func__, "damaged global heap collection (a free-space object of size "
-         "0, or an object past its end): refused, as libhdf5 1.10 would loop or overrun on it");
+    refused = "damaged global heap collection (a free-space object of size 0, or an object past "
+              "its end): refused, as libhdf5 1.10 would loop or overrun on it";
+    push(H5E_BADVALUE, __func__, refused);
+    return -1;
+  }
+  const char *why = NULL;
+  g->oh.base = g->pub.base_addr; /* known once HDF5 has read the superblock */
+  if (type == H5FD_MEM_OHDR && !cx_h5_ohdr_ok(&g->oh, addr, p, size, &why)) {
+    refused = why;
+    push(H5E_BADVALUE, __func__, why);
     return -1;
   }
   return 0;
@@ -259,4 +281,25 @@ hid_t cx_h5_guard_fapl(void) {
     return -1;
   }
   return fapl;
+}
+
+cx_status cx_h5_guard_vlen_strings(hid_t file, hid_t ds, int64_t n, const char *path,
+                                   const char *what) {
+  hid_t fapl = H5Fget_access_plist(file);
+  void *h = NULL;
+  bool ours = fapl >= 0 && H5Pget_driver(fapl) == driver_id &&
+              H5Fget_vfd_handle(file, fapl, &h) >= 0 && h;
+  if (fapl >= 0) H5Pclose(fapl);
+  haddr_t at = H5Dget_offset(ds);
+  if (!ours || at == HADDR_UNDEF || n <= 0) return CX_OK; /* not stored contiguously: above */
+  const cx_h5_ohdr_file *f = h;
+  size_t bytes = (size_t)n * 16;
+  unsigned char *refs = malloc(bytes);
+  if (!refs) return cx_fail(CX_ERR_NOMEM, "%s: out of memory", path);
+  const char *why = NULL;
+  if (cx_h5_pread(f->fd, refs, bytes, at + f->base) != (long long)bytes)
+    why = "its strings' references run past the end of the file";
+  else if (!cx_h5_vlen_refs_ok(f, refs, (uint64_t)n, 1, &why)) (void)0;
+  free(refs);
+  return why ? cx_fail(CX_ERR_FORMAT, "%s: dataset '%s': %s", path, what, why) : CX_OK;
 }

@@ -10,17 +10,32 @@
  *     attributes and of /class_names live there) is walked as libhdf5's deserializer walks it;
  *     a collection whose walk would not advance (a free-space object of size 0, where
  *     H5HG__cache_heap_deserialize loops forever), or with an object that runs past its end
- *     (H5HG_read would copy that many bytes), fails the read instead. */
+ *     (H5HG_read would copy that many bytes), fails the read instead.
+ *   - Every version 1 object header it reads is walked, and an attribute message that libhdf5
+ *     would decode past its end, or whose variable-length value would make it allocate without
+ *     bound or look up an object its heap lacks, fails the read (data/h5_guard_ohdr.h). */
 
 #include <hdf5.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../core/status.h"
 
 /* A file-access property list with the guard driver, for H5Fopen(path, H5F_ACC_RDONLY, fapl);
  * the caller closes it with H5Pclose. -1 when HDF5 refuses to register the driver. */
 hid_t cx_h5_guard_fapl(void);
+
+/* Why the driver last refused a read on this thread (NULL: it did not), and forgets it: for
+ * the error message when libhdf5 cleared its own error stack. */
+const char *cx_h5_guard_refusal(void);
+
+/* Before H5Dread of the n variable-length strings of data set ds in file (opened with the
+ * guard driver; path and what for the message): their references, checked as the header check
+ * checks an attribute's. Only contiguous storage is checked (what our writer and h5py write);
+ * a compact or chunked one is left to libhdf5. */
+cx_status cx_h5_guard_vlen_strings(hid_t file, hid_t ds, int64_t n, const char *path,
+                                   const char *what);
 
 /* 0 when path is a regular file, else a message naming it ("is a FIFO, not a regular file"). */
 cx_status cx_h5_check_regular(const char *path);

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "../core/rng.h"
+#include "h5_guard.h"
 #include "internal.h"
 
 void cx_h5_quiet(void) {
@@ -33,7 +34,8 @@ cx_status cx_h5_fail(cx_status s, const char *path, const char *what, const char
   reason r = {.found = false};
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_reason, &r);
   H5Eclear2(H5E_DEFAULT);
-  const char *why = r.found ? r.text : "no reason given by HDF5";
+  const char *guard = cx_h5_guard_refusal();
+  const char *why = r.found ? r.text : guard ? guard : "no reason given by HDF5";
   if (what && *what)
     return cx_fail(s, "%s: %s '%s': %s failed: %s", path, what[0] == '/' ? "dataset" : "attribute",
                    what, call, why);

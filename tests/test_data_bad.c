@@ -65,6 +65,14 @@ static void test_limits(void) {
    * steps past its end (libhdf5 reads only the rest of it, so the guard reads it whole) */
   expect_refused(fixture("fuzz_dataset_gheap_4k_loop.h5"), "damaged global heap collection",
                  "a collection over 4 KiB whose walk would loop");
+  /* found by fuzz_dataset: an attribute's enum datatype stating 508 members whose names run
+   * past the header (libhdf5 strdup'ed past its buffer: ASan heap-buffer-overflow) */
+  expect_refused(fixture("fuzz_dataset_enum_names.h5"), "a datatype that runs past",
+                 "a datatype past its attribute message");
+  /* found by fuzz_dataset: a string attribute whose characters are 4 GiB wide (libhdf5
+   * allocated and zeroed its length times that: minutes) */
+  expect_refused(fixture("fuzz_dataset_vlen_base_size.h5"), "not 1 byte wide",
+                 "a string of 4 GiB characters");
 }
 
 /* A valid small data set whose root attribute `name` is then made a [2] array: H5Aread would
@@ -188,6 +196,35 @@ static void test_heap(void) {
         "augment of the damaged file: succeeded or left %s", out);
 }
 
+/* /class_names' second reference (length 3, "one") given index `idx` and length `len` in place:
+ * the references are the data set's contiguous raw data (H5Dget_offset). */
+static bool damage_name_ref(const char *path, uint32_t len, uint32_t idx) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t ds = f >= 0 ? H5Dopen2(f, "class_names", H5P_DEFAULT) : -1;
+  haddr_t at = ds >= 0 ? H5Dget_offset(ds) : HADDR_UNDEF;
+  if (ds >= 0) H5Dclose(ds);
+  if (f >= 0) H5Fclose(f);
+  FILE *w = at != HADDR_UNDEF ? fopen(path, "r+b") : NULL;
+  unsigned char ref[4] = {(unsigned char)len, (unsigned char)(len >> 8), 0, 0};
+  unsigned char ix[4] = {(unsigned char)idx, (unsigned char)(idx >> 8), 0, 0};
+  bool ok = w && fseek(w, (long)at + 16, SEEK_SET) == 0 && fwrite(ref, 1, 4, w) == 4 &&
+            fseek(w, (long)at + 16 + 12, SEEK_SET) == 0 && fwrite(ix, 1, 4, w) == 4;
+  if (w) ok = fclose(w) == 0 && ok;
+  return ok;
+}
+
+/* A class name whose reference names an object its heap lacks (libhdf5 1.10.8 dereferences the
+ * empty slot: SIGSEGV), or states another length than its object's (a copy past the buffer). */
+static void test_name_refs(void) {
+  const char *p = path_of("refs.h5");
+  write_small(p);
+  CHECK(damage_name_ref(p, 3, 40), "could not edit /class_names in %s", p);
+  expect_refused(p, "its heap collection lacks", "a class name's missing heap object");
+  write_small(p);
+  CHECK(damage_name_ref(p, 2, 2), "could not edit /class_names in %s", p);
+  expect_refused(p, "length differs", "a class name shorter than its heap object");
+}
+
 /* The walk itself, on hand-made collections. */
 static void test_gheap_walk(void) {
   unsigned char c[64] = {'G', 'C', 'O', 'L', 1};
@@ -211,6 +248,7 @@ int main(void) {
   test_array_attr();
   test_fifo();
   test_heap();
+  test_name_refs();
   test_gheap_walk();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

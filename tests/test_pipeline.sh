@@ -259,7 +259,7 @@ EOF
   run 0 mag-resumed pipeline "$work/pipe_mag.toml" --out "$r"
   expect_in mag-resumed out "prune: resuming from $r/checkpoints/prune/step-00000014.h5"
   $py "$here/check_zeros.py" "$r/student_pruned.onnx" 0.7 || fail "mag-resumed: the zeros"
-  # [quantize] after [prune]: QAT from PTQ's scales under distillation; the report gets the
+  # [quantize] after [prune]: QAT from PTQ's scales (calibrated once) under distillation; the report gets the
   # INT8 row (scored on the file by our INT8 runtime and by ONNX Runtime); the file passes
   # TensorRT's rules; stopped and resumed, it writes the same file byte for byte
   cp "$work/pipe_pr.toml" "$work/pipe_q.toml"
@@ -268,6 +268,8 @@ EOF
   run 0 quantize pipeline "$work/pipe_q.toml" --out "$r"
   expect_in quantize out "SQNR"
   expect_in quantize out "quantize: 24 steps"
+  [[ $(grep -c "^SQNR of each" "$work/quantize.out") == 1 ]] ||
+    fail "quantize: the stage calibrated more than once"
   $py "$here/check_report.py" "$r" --models \
     "teacher,student (scratch),student (distilled),student (pruned),student (INT8)" \
     >/dev/null || fail "quantize: the report"

@@ -36,7 +36,7 @@
 #define CX_ORT_CHECK "tests/ort_check.py"
 #endif
 #ifndef CX_TORCH_MODELS
-#define CX_TORCH_MODELS "tests/prune_torch_models.py"
+#define CX_TORCH_MODELS "tests/torch_models.py"
 #endif
 #define PYTHON CX_PYTHON /* the tests' Python (tests/CMakeLists.txt) */
 #define BATCH 2
@@ -673,7 +673,7 @@ static void test_torch(void) {
   snprintf(cmd + at, sizeof cmd - (size_t)at, " >/dev/null");
   int rc = system(cmd);
   CHECK(rc == 0,
-        "tests/prune_torch_models.py failed (exit %d): it needs " PYTHON
+        "tests/torch_models.py failed (exit %d): it needs " PYTHON
         " with torch and torchvision",
         rc);
   for (size_t k = 0; rc == 0 && k < sizeof names / sizeof *names; k++) torch_one(dir, names[k]);

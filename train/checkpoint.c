@@ -57,7 +57,8 @@ static cx_status h5_fail(cx_status s, const char *path, const char *what, const 
   h5_reason r = {.found = false};
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_reason, &r);
   H5Eclear2(H5E_DEFAULT);
-  const char *why = r.found ? r.text : "no reason given by HDF5";
+  const char *guard = cx_h5_guard_refusal();
+  const char *why = r.found ? r.text : guard ? guard : "no reason given by HDF5";
   if (what) return cx_fail(s, "%s: %s: %s failed: %s", path, what, call, why);
   return cx_fail(s, "%s: %s failed: %s", path, call, why);
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Writes PyTorch-exported ONNX models for the channel-pruning test (tests/test_prune_channel.c).
+"""Writes PyTorch-exported ONNX models for the tests (channel pruning: tests/test_prune_channel.c;
+quantization: tests/test_quantize_torch.sh).
 
-usage: prune_torch_models.py OUT_DIR NAME [NAME ...]
+usage: torch_models.py OUT_DIR NAME [NAME ...]
 
 NAME is a torchvision model (resnet18, resnet50, mobilenet_v2, mobilenet_v3_small,
 efficientnet_b0) with random weights and randomised BatchNorm statistics, or "concat_group": a
@@ -47,7 +48,7 @@ def main(argv):
         import torch
         import torchvision
     except ImportError as e:
-        print(f"prune_torch_models.py: {e} (Debian: python3-torch, python3-torchvision)",
+        print(f"torch_models.py: {e} (Debian: python3-torch, python3-torchvision)",
               file=sys.stderr)
         return 3
     torch.manual_seed(0)

@@ -1,0 +1,262 @@
+/* The guard driver's walk of version 1 object headers (h5_guard_ohdr.h). Layouts from the HDF5
+ * file format specification (version 1 headers, attribute, datatype, dataspace and
+ * continuation messages, global heap collections); sizes of offsets and lengths are 8, as in
+ * every file we read (the superblock's; libhdf5 writes 8 by default). */
+#include "h5_guard_ohdr.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define le cx_h5_le
+
+enum {
+  PREFIX = 16,   /* version, reserved, message count, reference count, chunk size, padding */
+  MSG_HDR = 8,   /* type (2), size (2), flags (1), reserved (3) */
+  MSG_DTYPE = 0x0003,
+  MSG_ATTR = 0x000C,
+  MSG_CONT = 0x0010,
+  MSG_SHARED = 0x02, /* message flag: the data is a reference to a shared message */
+  VLEN_REF = 16,     /* a variable-length value on disk: length (4), collection (8), index (4) */
+  DT_VLEN = 9,
+};
+
+#define GHEAP_MAX ((uint64_t)1 << 28) /* no heap of strings in our files is near 256 MiB */
+
+static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+static bool fail(const char **why, const char *msg) {
+  *why = msg;
+  return false;
+}
+
+/* ---- datatypes: libhdf5 decodes them with no end in sight (H5O_dtype_decode_helper) ---- */
+
+enum { DT_COMPOUND = 6, DT_ENUM = 8, DT_ARRAY = 10, DT_DEPTH = 16 };
+
+/* A name libhdf5 strdup's at b[0, n), then steps over (padded to 8 before version 3). */
+static bool name_step(const unsigned char *b, size_t n, int version, size_t *step) {
+  const unsigned char *z = memchr(b, 0, n);
+  if (!z) return false;
+  size_t len = (size_t)(z - b) + 1;
+  *step = version >= 3 ? len : align8(len);
+  return *step <= n;
+}
+
+/* Bytes libhdf5 uses to encode a member offset of a version 3 compound of this size. */
+static size_t offset_bytes(uint64_t size) {
+  int log2 = 0;
+  while (size >> (log2 + 1)) log2++;
+  return (size_t)log2 / 8 + 1;
+}
+
+static bool dtype_len(const unsigned char *b, size_t n, int depth, size_t *used,
+                      const char **why);
+
+/* The class-specific properties of the datatype at b (its 8-byte header included). */
+static bool dtype_props(const unsigned char *b, size_t n, int depth, size_t *at,
+                        const char **why) {
+  int cls = b[0] & 0x0f, version = b[0] >> 4;
+  unsigned flags = (unsigned)le(b + 1, 3), members = flags & 0xffff;
+  uint64_t size = le(b + 4, 4);
+  size_t p = 8, k;
+  static const unsigned char fixed[] = {4, 12, 2, 0, 4, 0, 0, 0, 0, 0, 0};
+  switch (cls) {
+  case 0: case 1: case 2: case 3: case 4: case 7:
+    p += fixed[cls];
+    break;
+  case 5: /* opaque: a tag of the length the flags give */
+    p += flags & 0xff;
+    break;
+  case DT_COMPOUND:
+    for (unsigned i = 0; i < members; i++) {
+      if (p > n || !name_step(b + p, n - p, version, &k)) return false;
+      p += k + (version >= 3 ? offset_bytes(size) : 4) + (version == 1 ? 28 : 0);
+      if (p > n || !dtype_len(b + p, n - p, depth + 1, &k, why)) return false;
+      p += k;
+    }
+    break;
+  case DT_ENUM: {
+    if (!dtype_len(b + p, n - p, depth + 1, &k, why)) return false;
+    uint64_t base = le(b + p + 4, 4);
+    p += k;
+    for (unsigned i = 0; i < members; i++) {
+      if (p > n || !name_step(b + p, n - p, version, &k)) return false;
+      p += k;
+    }
+    if (p > n || (base && members > (n - p) / base)) return false;
+    p += (size_t)base * members;
+    break;
+  }
+  case DT_VLEN:
+    if (!dtype_len(b + p, n - p, depth + 1, &k, why)) return false;
+    /* a string's characters are bytes in every HDF5 file; libhdf5 takes their width from here
+     * and allocates a string's length times it */
+    if ((flags & 0x0f) == 1 && le(b + p + 4, 4) != 1)
+      return fail(why, "a variable-length string whose characters are not 1 byte wide");
+    p += k;
+    break;
+  case DT_ARRAY: {
+    if (n - p < 4) return false;
+    size_t dims = b[p];
+    if (dims > 32) return false;
+    p += (version >= 3 ? 1 : 4) + 4 * dims * (version >= 3 ? 1 : 2);
+    if (p > n || !dtype_len(b + p, n - p, depth + 1, &k, why)) return false;
+    p += k;
+    break;
+  }
+  default:
+    return true; /* libhdf5 refuses an unknown class */
+  }
+  *at = p;
+  return p <= n;
+}
+
+/* Whether the datatype at b[0, n) decodes within n bytes: *used, the bytes it takes. */
+static bool dtype_len(const unsigned char *b, size_t n, int depth, size_t *used,
+                      const char **why) {
+  if (depth > DT_DEPTH || n < 8 || !dtype_props(b, n, depth, used, why)) {
+    if (!*why) *why = "a datatype that runs past its message";
+    return false;
+  }
+  return true;
+}
+
+static bool dtype_ok(const unsigned char *b, size_t n, const char **why) {
+  size_t used;
+  *why = NULL;
+  return dtype_len(b, n, 0, &used, why);
+}
+
+/* Elements of a dataspace message (versions 1 and 2); false when it cannot be read. */
+static bool dataspace_elements(const unsigned char *d, size_t n, uint64_t *count) {
+  if (n < 4) return false;
+  int version = d[0], rank = d[1];
+  size_t dims = version == 1 ? 8 : 4;
+  if (version == 2 && d[3] == 2) return *count = 0, true; /* null dataspace */
+  if (version != 1 && version != 2) return false;
+  if (n < dims || (size_t)rank * 8 > n - dims) return false;
+  uint64_t c = 1;
+  for (int i = 0; i < rank; i++) {
+    uint64_t e = le(d + dims + 8 * (size_t)i, 8);
+    if (e && c > UINT64_MAX / e) return false;
+    c *= e;
+  }
+  *count = c;
+  return true;
+}
+
+/* Object idx of the collection at addr: its size, or UINT64_MAX; false when the collection
+ * cannot be read or walked (libhdf5 would loop or overrun on it). */
+static bool heap_object(const cx_h5_ohdr_file *f, uint64_t addr, unsigned idx, uint64_t *size,
+                        const char **why) {
+  unsigned char hdr[16];
+  if (addr >= f->eof || f->eof - addr < sizeof hdr ||
+      cx_h5_pread(f->fd, hdr, sizeof hdr, addr) != (long long)sizeof hdr)
+    return fail(why, "a variable-length value points past the end of the file");
+  if (memcmp(hdr, "GCOL\001", 5) != 0)
+    return fail(why, "a variable-length value points to no global heap collection");
+  uint64_t stated = le(hdr + 8, 8);
+  if (stated < sizeof hdr || stated > f->eof - addr || stated > GHEAP_MAX)
+    return fail(why, "a global heap collection larger than the file");
+  unsigned char *b = malloc((size_t)stated);
+  if (!b) return fail(why, "out of memory");
+  bool ok = cx_h5_pread(f->fd, b, (size_t)stated, addr) == (long long)stated &&
+            cx_h5_gheap_walk(b, (size_t)stated, idx, size);
+  free(b);
+  return ok ? true : fail(why, "damaged global heap collection");
+}
+
+bool cx_h5_vlen_refs_ok(const cx_h5_ohdr_file *f, const unsigned char *refs, uint64_t n,
+                        uint64_t base, const char **why) {
+  for (uint64_t i = 0; i < n; i++) {
+    const unsigned char *r = refs + i * VLEN_REF;
+    uint64_t len = le(r, 4), addr = le(r + 4, 8) + f->base, size;
+    unsigned idx = (unsigned)le(r + 12, 4);
+    if (!len) continue;
+    if (base > f->eof || len > f->eof / (base ? base : 1))
+      return fail(why, "a variable-length value longer than the file");
+    if (!heap_object(f, addr, idx, &size, why)) return false;
+    if (size == UINT64_MAX)
+      return fail(why, "a variable-length value names an object its heap collection lacks");
+    if (size != len * base)
+      return fail(why, "a variable-length value's length differs from its heap object's");
+  }
+  return true;
+}
+
+/* The size of one element of a variable-length datatype: its base type's (a string's base is
+ * its character type, whose size libhdf5 takes from the file as well). */
+static uint64_t vlen_base(const unsigned char *dt, size_t n) {
+  return n >= 16 ? le(dt + 12, 4) : UINT64_MAX;
+}
+
+/* One attribute message (versions 1 to 3): the name ends within it, the datatype, dataspace and
+ * data fit in it, and variable-length values point to what they claim. */
+static bool attribute_ok(const cx_h5_ohdr_file *f, const unsigned char *m, size_t n,
+                         const char **why) {
+  if (n < 8) return fail(why, "an attribute message too short for its header");
+  int version = m[0];
+  if (version < 1 || version > 3) return true; /* libhdf5 refuses the version itself */
+  size_t hdr = version == 3 ? 9 : 8;
+  size_t name = le(m + 2, 2), dt = le(m + 4, 2), ds = le(m + 6, 2);
+  size_t step_name = version == 1 ? align8(name) : name;
+  size_t step_dt = version == 1 ? align8(dt) : dt, step_ds = version == 1 ? align8(ds) : ds;
+  if (n < hdr || !name || step_name > n - hdr || !memchr(m + hdr, 0, name))
+    return fail(why, "an attribute name without its terminating NUL");
+  size_t at = hdr + step_name;
+  bool shared = version > 1 && (m[1] & 3);
+  if (step_dt > n - at || dt < 8) return fail(why, "an attribute datatype cut short");
+  const unsigned char *dtp = m + at;
+  if (!shared && !dtype_ok(dtp, dt, why)) return false;
+  at += step_dt;
+  if (step_ds > n - at) return fail(why, "an attribute dataspace past its message");
+  const unsigned char *dsp = m + at;
+  at += step_ds;
+  uint64_t count;
+  if (shared || !dataspace_elements(dsp, ds, &count)) return true; /* libhdf5 decodes those */
+  bool vlen = (dtp[0] & 0x0f) == DT_VLEN;
+  uint64_t elem = vlen ? VLEN_REF : le(dtp + 4, 4);
+  if (elem && count > (n - at) / elem) return fail(why, "attribute data past its message");
+  return !vlen || cx_h5_vlen_refs_ok(f, m + at, count, vlen_base(dtp, dt), why);
+}
+
+static void remember_continuation(cx_h5_ohdr_file *f, const unsigned char *m, size_t n) {
+  if (n < 16 || f->n_cont == CX_H5_CONT_MAX) return;
+  uint64_t addr = le(m, 8) + f->base;
+  for (int i = 0; i < f->n_cont; i++)
+    if (f->cont[i] == addr) return;
+  f->cont[f->n_cont++] = addr;
+}
+
+/* The messages of one chunk in b[0, n) (n: the chunk's end, or where the read cut it). */
+static bool messages_ok(cx_h5_ohdr_file *f, const unsigned char *b, size_t n, const char **why) {
+  size_t p = 0;
+  while (n - p >= MSG_HDR) {
+    unsigned type = (unsigned)le(b + p, 2), flags = b[p + 4];
+    size_t size = le(b + p + 2, 2);
+    if (size > n - p - MSG_HDR) break; /* cut by the read, or corrupt: libhdf5 checks this */
+    const unsigned char *m = b + p + MSG_HDR;
+    if (type == MSG_CONT) remember_continuation(f, m, size);
+    if (!(flags & MSG_SHARED) && ((type == MSG_ATTR && !attribute_ok(f, m, size, why)) ||
+                                  (type == MSG_DTYPE && !dtype_ok(m, size, why))))
+      return false;
+    p += MSG_HDR + size;
+  }
+  return true;
+}
+
+static bool is_continuation(const cx_h5_ohdr_file *f, uint64_t addr) {
+  for (int i = 0; i < f->n_cont; i++)
+    if (f->cont[i] == addr) return true;
+  return false;
+}
+
+bool cx_h5_ohdr_ok(cx_h5_ohdr_file *f, uint64_t addr, const unsigned char *buf, size_t len,
+                   const char **why) {
+  if (is_continuation(f, addr)) return messages_ok(f, buf, len, why);
+  /* a version 1 prefix (a version 2 header starts with "OHDR" and is checksummed) */
+  if (len < PREFIX || buf[0] != 1 || buf[1] != 0) return true;
+  size_t chunk = le(buf + 8, 4);
+  size_t n = len - PREFIX < chunk ? len - PREFIX : chunk;
+  return messages_ok(f, buf + PREFIX, n, why);
+}
