@@ -12,6 +12,7 @@
 #include "../import/onnx.h"
 #include "../train/checkpoint.h"
 #include "commands.h"
+#include "dist_cli.h"
 #include "onnx_common.h"
 #include "pipeline.h"
 
@@ -119,10 +120,11 @@ static cx_status train_stage(runner *r, cx_stage_run *sr, cx_graph **g, cx_train
   cx_train_opts *o = &s->tc.opts;
   char ckdir[PATH_MAX_], resume[PATH_MAX_];
   snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s", r->out, s->name);
-  CX_TRY(cx_cli_make_dirs(ckdir));
-  if (find_resume(r, s, resume, sizeof resume, before))
-    printf("%s: resuming from %s\n", s->name, resume);
-  else {
+  bool resuming = find_resume(r, s, resume, sizeof resume, before);
+  CX_TRY(cx_dist_barrier()); /* every rank has read what rank 0 may now change */
+  if (cx_dist_is_root()) CX_TRY(cx_cli_make_dirs(ckdir));
+  if (resuming) printf("%s: resuming from %s\n", s->name, resume);
+  else if (cx_dist_is_root()) {
     clear_checkpoints(ckdir);
     CX_TRY(cx_pipeline_manifest_write(r->out, s->name, "started", s->tc.hash, NULL));
   }
@@ -133,12 +135,24 @@ static cx_status train_stage(runner *r, cx_stage_run *sr, cx_graph **g, cx_train
   o->progress_bar = isatty(fileno(stdout));
   r->sinks.stage = s->name;
   cx_train_ext sinks = cx_cli_sinks_extension(&r->sinks);
-  cx_status st = cx_stage_run_add(sr, &sinks);
+  cx_status st = cx_dist_is_root() ? cx_stage_run_add(sr, &sinks) : CX_OK;
   cx_prune_bn_l1 bn = {.lambda = s->tc.bn_l1}; /* the training table's bn_l1 (network slimming) */
   cx_train_ext slim = cx_prune_bn_l1_extension(&bn);
   if (st == CX_OK && bn.lambda > 0) st = cx_stage_run_add(sr, &slim);
   if (st == CX_OK && s->def->begin) st = s->def->begin(sr);
-  if (st == CX_OK) st = cx_train(*g, o, res);
+  cx_cli_ddp ddp = {0};
+  cx_train_ext dp;
+  if (st == CX_OK) st = cx_cli_ddp_open(&ddp);
+  if (st == CX_OK && ddp.d) { /* last: the other extensions see averaged gradients */
+    dp = cx_ddp_extension(ddp.d);
+    st = cx_stage_run_add(sr, &dp);
+  }
+  /* this rank's share of the data; rank 0 alone checkpoints and evaluates */
+  cx_train_opts mine = *o;
+  cx_cli_dist_train_opts(&mine);
+  if (st == CX_OK) st = cx_train(*g, &mine, res);
+  if (st == CX_OK) cx_cli_ddp_print(&ddp, res, stdout);
+  cx_cli_ddp_close(&ddp);
   if (st == CX_OK && !res->stopped && s->def->trained_model) st = s->def->trained_model(sr, g);
   o->extensions = NULL, o->n_extensions = 0; /* they lived in sr */
   return st;
@@ -170,8 +184,11 @@ static cx_status stage_result(const runner *r, const cx_pipeline_stage *s, const
     out->train_seconds = res->seconds;
     out->images_per_s = res->images_per_s;
     out->steps = res->steps;
+    out->ranks = res->world;
+    out->comm_wait = res->step_seconds > 0 ? res->sync_wait_s / res->step_seconds : 0;
   }
   out->val = res->val;
+  if (!cx_dist_is_root()) return CX_OK; /* rank 0 reports */
   if (!out->val.n && o->val_path && !s->def->score_output) /* else: scored after export */
     CX_TRY(cx_evaluate(g, o->backend, o->val_path, o->val_part, &o->val_aug, o->batch_size,
                        &out->val));
@@ -197,7 +214,8 @@ static cx_status stopped(runner *r, const cx_pipeline_stage *s, const cx_train_r
   so_far.train_seconds = res->seconds;
   so_far.teacher_batches = before->teacher_batches + r->counts.teacher_batches;
   so_far.cached_batches = before->cached_batches + r->counts.cached_batches;
-  CX_TRY(cx_pipeline_manifest_write(r->out, s->name, "started", s->tc.hash, &so_far));
+  if (cx_dist_is_root())
+    CX_TRY(cx_pipeline_manifest_write(r->out, s->name, "started", s->tc.hash, &so_far));
   return cx_fail(CX_ERR_ARG, "%s: interrupted at step %lld; run the same command again to "
                  "continue from the checkpoint", s->name, (long long)res->steps);
 }
@@ -216,6 +234,7 @@ static cx_status score_file(const cx_pipeline_stage *s, const char *path, cx_sta
 
 static cx_status finish(runner *r, const cx_pipeline_stage *s, cx_graph *g, char *old,
                         cx_stage_result *result, const cx_train_result *res) {
+  if (!cx_dist_is_root()) return free(old), CX_OK; /* rank 0 writes the stage's files */
   char path[PATH_MAX_];
   snprintf(path, sizeof path, "%s/%s", r->out, s->output);
   cx_cli_train_restore_input(g, old);
@@ -239,7 +258,8 @@ static cx_status run_stage(runner *r, int id) {
   char *old = NULL;
   double t0 = now();
   r->counts = (cx_stage_result){0}; /* counts the record adds (distillation) */
-  manifest_remove(r, s->name, "done");
+  CX_TRY(cx_dist_barrier()); /* every rank has decided to run it before its manifest goes */
+  if (cx_dist_is_root()) manifest_remove(r, s->name, "done");
   printf("%s: %s\n", s->name, s->trains ? "training" : "exporting");
   fflush(stdout);
   cx_graph *g = NULL, *input = NULL;
@@ -264,6 +284,8 @@ static cx_status run_stage(runner *r, int id) {
   free(old);
   cx_graph_free(g);
   cx_graph_free(input);
+  /* the next stage reads what rank 0 wrote (its input model, the manifest) */
+  if (st == CX_OK) st = cx_dist_barrier();
   return st;
 }
 
@@ -338,6 +360,7 @@ static cx_status check_stages(const runner *r) {
     cx_stage_result before;
     cx_train_opts o = s->tc.opts;
     o.resume_from = find_resume(r, s, resume, sizeof resume, &before) ? resume : NULL;
+    cx_cli_dist_train_opts(&o); /* the global batch against the ranks */
     cx_status st = cx_train_check(&o);
     if (st != CX_OK) return cx_error_prefix("%s: the %s stage", r->a.file, s->name), st;
   }
@@ -355,8 +378,13 @@ static cx_status prepare(runner *r) {
   cx_status d = r->a.device ? cx_cli_backend(r->a.device, &backend) : CX_OK;
   if (d != CX_OK) return cx_error_prefix("--device"), d;
   CX_TRY(cx_pipeline_check(&r->p, backend));
-  CX_TRY(check_stages(r));
-  /* every check has passed: only now the output folder and its files */
+  return check_stages(r);
+}
+
+/* Every check has passed (on every rank): only now the output folder and its files, which
+ * rank 0 alone writes. */
+static cx_status make_outputs(runner *r) {
+  if (!cx_dist_is_root()) return CX_OK;
   char path[PATH_MAX_];
   snprintf(path, sizeof path, "%s/stages", r->out);
   CX_TRY(cx_cli_make_dirs(path));
@@ -415,7 +443,12 @@ static int run(int argc, char **argv) {
   if (!r) return fprintf(stderr, "compress pipeline: out of memory\n"), 1;
   int rc = parse(argc, argv, &r->a);
   if (rc) return free(r), rc;
-  cx_status s = prepare(r);
+  if (!cx_dist_is_root() && !freopen("/dev/null", "w", stdout)) /* rank 0 reports */
+    return free(r), fprintf(stderr, "compress pipeline: cannot silence rank %d\n",
+                            cx_dist_rank()), 1;
+  /* each agreement: every rank stops together, with the message of the one that failed */
+  cx_status s = cx_dist_agree(prepare(r));
+  if (s == CX_OK) s = cx_dist_agree(make_outputs(r));
   if (s == CX_OK) {
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
@@ -427,7 +460,7 @@ static int run(int argc, char **argv) {
     cx_status m = cx_cli_sinks_close(&r->sinks);
     if (s == CX_OK) s = m;
   }
-  if (s == CX_OK) s = report(r);
+  if (s == CX_OK && cx_dist_is_root()) s = report(r);
   rc = s != CX_OK ? cx_cli_fail(&cx_cmd_pipeline) : 0;
   if (rc && interrupted) rc = 130;
   else if (!rc) printf("outputs in %s\n", r->out);

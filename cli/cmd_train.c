@@ -19,6 +19,7 @@
 #include "../train/train_config.h"
 #include "commands.h"
 #include "device.h"
+#include "dist_cli.h"
 #include "onnx_common.h"
 #include "train_common.h"
 
@@ -86,7 +87,7 @@ static cx_status copy_config(const char *config, const char *out) {
 /* ---- reporting ---- */
 
 static void print_json(const train_args *a, const cx_train_config *c, const char *out,
-                       const char *model, const cx_train_result *r) {
+                       const char *model, const cx_train_result *r, const cx_cli_ddp *ddp) {
   printf("{\"config\":");
   cx_json_string(stdout, a->config);
   printf(",\"config_hash\":\"%s\",\"out_dir\":", c->hash);
@@ -104,16 +105,18 @@ static void print_json(const train_args *a, const cx_train_config *c, const char
   if (r->loss_scale > 0)
     printf(",\"loss_scale\":%.17g,\"skipped_steps\":%lld", r->loss_scale,
            (long long)r->skipped_steps);
+  cx_cli_ddp_json(ddp, r, stdout);
   if (r->val.n)
     printf(",\"val\":{\"images\":%lld,\"top1\":%.17g,\"top5\":%.17g,\"loss\":%.17g}}\n",
            (long long)r->val.n, r->val.top1, r->val.top5, r->val.loss);
   else printf(",\"val\":null}\n");
 }
 
-static void print_text(const char *model, const cx_train_result *r) {
+static void print_text(const char *model, const cx_train_result *r, const cx_cli_ddp *ddp) {
   printf("trained %lld of %lld steps in %.1f s (%.0f img/s), final loss %.4f\n",
          (long long)r->steps, (long long)r->total_steps, r->seconds, r->images_per_s,
          r->final_loss);
+  cx_cli_ddp_print(ddp, r, stdout);
   if (r->val.n)
     printf("validation: top-1 %.2f%%  top-5 %.2f%%  loss %.4f (%lld images)\n", r->val.top1,
            r->val.top5, r->val.loss, (long long)r->val.n);
@@ -172,6 +175,7 @@ typedef struct job {
   const char *out;
   char resume[PATH_MAX_], model[PATH_MAX_];
   cx_cli_sinks k;
+  cx_cli_ddp ddp;
   cx_train_result r;
 } job;
 
@@ -189,9 +193,16 @@ static cx_status prepare(job *j) {
   CX_TRY(cx_train_config_check(&j->c, j->g));
   CX_TRY(find_resume(&j->a, j->out, j->resume, sizeof j->resume));
   j->c.opts.resume_from = *j->resume ? j->resume : NULL;
+  cx_cli_dist_train_opts(&j->c.opts); /* every rank resumes from the same checkpoint */
   cx_status s = cx_train_check(&j->c.opts);
   if (s != CX_OK) return cx_error_prefix("%s", j->a.config), s;
-  /* every check has passed: only now the output folder and its files */
+  return CX_OK;
+}
+
+/* Every check has passed (on every rank): only now the output folder and its files, which
+ * rank 0 alone writes. */
+static cx_status make_outputs(job *j) {
+  if (!cx_dist_is_root()) return CX_OK;
   CX_TRY(cx_cli_make_dirs(j->out));
   cx_cli_remove_stale_tmp(j->out, "checkpoints");
   if (*j->resume) { /* what a killed run logged after its checkpoint goes */
@@ -214,9 +225,14 @@ static cx_status train(job *j) {
   o->log = j->a.json ? stderr : stdout;
   o->progress_bar = !j->a.json && isatty(fileno(stdout));
   cx_prune_bn_l1 bn = {.lambda = j->c.bn_l1};
-  cx_train_ext ext[2] = {cx_cli_sinks_extension(&j->k), cx_prune_bn_l1_extension(&bn)};
+  cx_train_ext ext[3];
+  int n = 0;
+  if (cx_dist_is_root()) ext[n++] = cx_cli_sinks_extension(&j->k);
+  if (bn.lambda > 0) ext[n++] = cx_prune_bn_l1_extension(&bn); /* network slimming's penalty */
+  CX_TRY(cx_cli_ddp_open(&j->ddp));
+  CX_TRY(cx_cli_ddp_add(&j->ddp, ext, 3, &n)); /* last: the others see averaged gradients */
   o->extensions = ext;
-  o->n_extensions = bn.lambda > 0 ? 2 : 1; /* [train] bn_l1: network slimming's penalty */
+  o->n_extensions = n;
   char trace[PATH_MAX_], json[PATH_MAX_];
   if (j->a.profile_steps > 0) {
     snprintf(trace, sizeof trace, "%s/profile_trace.json", j->out);
@@ -227,15 +243,17 @@ static cx_status train(job *j) {
     o->profile_json = json;
     o->profile_top = 20;
   }
-  if (o->resume_from) fprintf(o->log, "resuming from %s\n", o->resume_from);
+  cx_cli_dist_train_opts(o); /* again: rank 0 alone checkpoints, evaluates and reports */
+  if (o->resume_from && cx_dist_is_root()) fprintf(o->log, "resuming from %s\n", o->resume_from);
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   cx_status s = cx_train(j->g, o, &j->r);
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
   cx_status m = cx_cli_sinks_close(&j->k);
+  o->extensions = NULL, o->n_extensions = 0; /* they lived here */
   CX_TRY(s);
-  if (j->r.stopped) return m;
+  if (j->r.stopped || !cx_dist_is_root()) return m;
   cx_cli_train_restore_input(j->g, j->old_input);
   j->old_input = NULL;
   snprintf(j->model, sizeof j->model, "%s/model.onnx", j->out);
@@ -249,10 +267,13 @@ static int run(int argc, char **argv) {
   j->a.profile_after = j->a.profile_steps = -1;
   int rc = parse(argc, argv, &j->a);
   if (rc) return free(j), rc;
-  cx_status s = prepare(j);
+  /* each agreement: every rank stops together, with the message of the one that failed */
+  cx_status s = cx_dist_agree(prepare(j));
+  if (s == CX_OK) s = cx_dist_agree(make_outputs(j));
   if (s == CX_OK) s = train(j);
-  if (s == CX_OK && j->a.json) print_json(&j->a, &j->c, j->out, j->model, &j->r);
-  else if (s == CX_OK) print_text(j->model, &j->r);
+  bool root = cx_dist_is_root();
+  if (s == CX_OK && root && j->a.json) print_json(&j->a, &j->c, j->out, j->model, &j->r, &j->ddp);
+  else if (s == CX_OK && root) print_text(j->model, &j->r, &j->ddp);
   rc = s != CX_OK ? cx_cli_fail(&cx_cmd_train) : 0;
   if (s == CX_OK && j->r.stopped && interrupted) {
     fprintf(stderr, "compress train: interrupted at step %lld; continue with --resume\n",
@@ -260,6 +281,7 @@ static int run(int argc, char **argv) {
     rc = 130;
   }
   if (j->k.metrics || j->k.tb) cx_cli_sinks_close(&j->k);
+  cx_cli_ddp_close(&j->ddp);
   free(j->old_input);
   cx_graph_free(j->g);
   cx_train_config_free(&j->c);

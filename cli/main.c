@@ -1,6 +1,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/status.h"
+#include "../dist/dist.h"
 #include "commands.h"
 
 static const cx_command *const commands[] = {
@@ -20,9 +22,17 @@ static void print_help(FILE *f) {
   fprintf(f, "\nSee 'compress <command> --help' for a command's options.\n");
 }
 
+static int dispatch(int argc, char **argv);
+
 int main(int argc, char **argv) {
   /* progress of long runs must reach a log file or pipe as it happens, not when the buffer fills */
   setvbuf(stdout, NULL, _IOLBF, 0);
+  /* under mpirun (and only there) the job's ranks meet: docs/distributed.md */
+  if (cx_dist_init() != CX_OK) return fprintf(stderr, "compress: %s\n", cx_last_error()), 1;
+  return cx_dist_finalize(dispatch(argc, argv));
+}
+
+static int dispatch(int argc, char **argv) {
   if (argc < 2) {
     print_help(stderr);
     return 2;
@@ -45,6 +55,12 @@ int main(int argc, char **argv) {
     return cx_cmd_pipeline.run(argc - 1, argv + 1);
   for (int i = 0; i < N_COMMANDS; i++) {
     if (strcmp(commands[i]->name, cmd) != 0) continue;
+    if (cx_dist_world() > 1 && commands[i] != &cx_cmd_train && commands[i] != &cx_cmd_pipeline) {
+      fprintf(stderr, "compress %s: runs as one process, not on %d ranks: under mpirun only "
+              "'compress train' and 'compress pipeline' train data-parallel "
+              "(docs/distributed.md)\n", cmd, cx_dist_world());
+      return 2;
+    }
     if (cx_cli_wants_help(argc - 2, argv + 2)) {
       fputs(commands[i]->usage, stdout);
       return 0;

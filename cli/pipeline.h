@@ -114,8 +114,12 @@ int cx_pipeline_stage_find(const char *name);
 typedef struct cx_stage_result {
   double seconds;       /* wall time of the stage (load, train, export), over all its runs */
   double train_seconds; /* in the training loop, over all its runs; NAN: it did not train */
-  double images_per_s;  /* training throughput (its last run); NAN: it did not train */
+  double images_per_s;  /* training throughput (its last run, all ranks); NAN: it did not train */
   int64_t steps;
+  /* data parallelism (its last run): the ranks (0: it did not train), and the share of the
+   * training steps' time spent waiting for the gradient reductions */
+  int64_t ranks;
+  double comm_wait;
   cx_eval_result val;   /* its model on the validation set; n 0: not evaluated */
   /* distillation: batches whose teacher outputs were computed, and read from the cache */
   int64_t teacher_batches, cached_batches;

@@ -29,13 +29,15 @@ typedef struct field {
   int64_t *count;
 } field;
 
-enum { FIELDS = 10 };
+enum { FIELDS = 12 };
 
 static void fields_of(cx_stage_result *r, field f[FIELDS]) {
   field all[] = {{"seconds", &r->seconds, NULL},
                  {"train_seconds", &r->train_seconds, NULL},
                  {"images_per_s", &r->images_per_s, NULL},
                  {"steps", NULL, &r->steps},
+                 {"ranks", NULL, &r->ranks},
+                 {"comm_wait", &r->comm_wait, NULL},
                  {"val_images", NULL, &r->val.n},
                  {"val_top1", &r->val.top1, NULL},
                  {"val_top5", &r->val.top5, NULL},

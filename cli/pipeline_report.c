@@ -76,7 +76,8 @@ static void read_curves(builder *b, row *w) {
   snprintf(stage, sizeof stage, "\"stage\":\"%s\"", w->stage->name);
   cx_report_stage *c = &w->curves;
   *c = (cx_report_stage){.name = w->stage->name, .seconds = w->res.seconds,
-                         .images_per_s = w->res.images_per_s};
+                         .images_per_s = w->res.images_per_s, .ranks = (int)w->res.ranks,
+                         .comm_wait = w->res.comm_wait};
   if (cx_report_metrics_series(path, stage, "step", "loss", &c->loss) != CX_OK ||
       cx_report_metrics_series(path, stage, "epoch", "val_top1", &c->accuracy) != CX_OK)
     cx_error_clear(); /* no metrics file: a report without curves */

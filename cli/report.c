@@ -99,6 +99,18 @@ static cell fmt_rate(double v) {
   return c;
 }
 
+/* A stage's data-parallel ranks ("1" for one process; "–" when it did not train here) and the
+ * share of its step time spent waiting for the gradient reductions. */
+static cell ranks_text(const cx_report_stage *st) {
+  cell c = {"–"};
+  if (isfinite(st->images_per_s)) snprintf(c.s, sizeof c.s, "%d", st->ranks > 1 ? st->ranks : 1);
+  return c;
+}
+
+static cell comm_text(const cx_report_stage *st) {
+  return st->ranks > 1 ? fmt_pct(100 * st->comm_wait) : (cell){"–"};
+}
+
 static cell threads_text(const cx_report *r) {
   cell c = {"each runtime's default threads"};
   if (r->latency_threads > 0)
@@ -339,11 +351,13 @@ cx_status cx_report_markdown(const cx_report *r, FILE *f) {
     fprintf(f, "Accuracy and loss: on %s%s%s.\n", r->val_data, r->val_part && *r->val_part ?
             ", part " : "", r->val_part ? r->val_part : "");
   if (r->n_stages)
-    fprintf(f, "\n## Stages\n\n| stage | time | training img/s |\n|---|---:|---:|\n");
+    fprintf(f, "\n## Stages\n\n| stage | time | training img/s | ranks | comm wait |\n"
+            "|---|---:|---:|---:|---:|\n");
   for (int s = 0; s < r->n_stages; s++) {
     const cx_report_stage *st = &r->stages[s];
-    fprintf(f, "| %s | %s | %s |\n", st->name, isfinite(st->seconds) ? fmt_time(st->seconds).s
-            : "skipped (complete)", fmt_rate(st->images_per_s).s);
+    fprintf(f, "| %s | %s | %s | %s | %s |\n", st->name, isfinite(st->seconds) ?
+            fmt_time(st->seconds).s : "skipped (complete)", fmt_rate(st->images_per_s).s,
+            ranks_text(st).s, comm_text(st).s);
   }
   fprintf(f, "\n## Preprocessing\n\n");
   preprocess_text(f, &r->pre, false);
@@ -442,14 +456,14 @@ static void html_tradeoff(const cx_report *r, FILE *f) {
 static void html_stages(const cx_report *r, FILE *f) {
   if (!r->n_stages) return;
   fprintf(f, "<h2>Stages</h2>\n<table>\n<tr><th>stage</th><th>time</th><th>training img/s</th>"
-          "</tr>\n");
+          "<th>ranks</th><th>comm wait</th></tr>\n");
   for (int s = 0; s < r->n_stages; s++) {
     const cx_report_stage *st = &r->stages[s];
     fprintf(f, "<tr><td>");
     cx_xml_text(f, st->name);
-    fprintf(f, "</td><td>%s</td><td>%s</td></tr>\n",
+    fprintf(f, "</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
             isfinite(st->seconds) ? fmt_time(st->seconds).s : "skipped (complete)",
-            fmt_rate(st->images_per_s).s);
+            fmt_rate(st->images_per_s).s, ranks_text(st).s, comm_text(st).s);
   }
   fprintf(f, "</table>\n");
 }
@@ -582,6 +596,8 @@ static void json_stage(FILE *f, const cx_report_stage *s) {
   json_num(f, s->seconds);
   fprintf(f, ",\"images_per_s\":");
   json_num(f, s->images_per_s);
+  fprintf(f, ",\"ranks\":%d,\"comm_wait_fraction\":", s->ranks > 1 ? s->ranks : 1);
+  json_num(f, s->ranks > 1 ? s->comm_wait : NAN);
   fprintf(f, ",\"loss\":");
   json_series(f, &s->loss);
   fprintf(f, ",\"val_top1\":");

@@ -54,7 +54,9 @@ typedef struct cx_report_model {
 typedef struct cx_report_stage {
   const char *name;           /* "teacher", "distill", "scratch" */
   double seconds;             /* wall time of the stage; NAN: skipped (complete before) */
-  double images_per_s;        /* training throughput; NAN: none */
+  double images_per_s;        /* training throughput (all ranks); NAN: none */
+  int ranks;                  /* data-parallel ranks it trained on; 0 or 1: one process */
+  double comm_wait;           /* with ranks > 1: share of step time waiting for reductions */
   cx_report_series loss;      /* training loss by step */
   cx_report_series accuracy;  /* validation top-1 (percent) by epoch */
 } cx_report_stage;

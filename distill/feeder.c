@@ -66,8 +66,9 @@ static uint64_t hash_parts(uint64_t h, const key_parts *p) {
                     (int64_t)p->data), p->samples);
   h = hash_i(hash_aug(h, a), p->k);
   if (cx_kd_aug_random(a)) h = hash_i(h, (int64_t)p->train->seed);
-  /* mixed pairs are formed within a batch: the batch layout decides which images are mixed */
-  if (cx_kd_aug_mixing(a))
+  /* mixed pairs are formed within a batch: the batch layout decides which images are mixed;
+   * data-parallel ranks each keep their own shard of the cache (their samples) */
+  if (cx_kd_aug_mixing(a) || p->train->loader.world > 1)
     h = hash_i(hash_i(hash_i(h, p->micro), p->train->loader.rank), p->train->loader.world);
   return h;
 }
@@ -83,7 +84,7 @@ static void describe(char *buf, size_t size, const teacher *t, const key_parts *
                    (double)a->cutout_prob, (double)a->mixup_alpha, (double)a->cutmix_alpha);
   if (n < 0 || (size_t)n >= size) return;
   if (!cx_kd_aug_random(a)) snprintf(buf + n, size - (size_t)n, "deterministic: one epoch");
-  else if (!cx_kd_aug_mixing(a))
+  else if (!cx_kd_aug_mixing(a) && o->loader.world <= 1)
     snprintf(buf + n, size - (size_t)n, "seed %llu", (unsigned long long)o->seed);
   else
     snprintf(buf + n, size - (size_t)n, "seed %llu, batch %lld, rank %d of %d",
@@ -201,7 +202,8 @@ cx_status cx_kd_open(const cx_kd_opts *o, const cx_train_opts *train, cx_kd **ou
   if (!kd) return cx_fail(CX_ERR_NOMEM, "out of memory");
   kd->kd = o->kd;
   kd->kd.soft_targets = cx_kd_aug_mixing(&train->loader.aug);
-  kd->micro = train->batch_size / accum;
+  /* the trainer's micro-batch: a data-parallel rank's share (train/trainer.h) */
+  kd->micro = train->batch_size / accum / (train->loader.world > 1 ? train->loader.world : 1);
   kd->aug_random = cx_kd_aug_random(&train->loader.aug);
   kd->quiet = o->quiet;
   cx_status s = open_all(kd, o, train);

@@ -50,17 +50,30 @@ typedef struct cx_train_ext {
   cx_status (*optimizer_ready)(void *self, struct cx_optimizer *o, struct cx_ema *ema);
   /* Before each micro-batch's forward pass: extra inputs, written with cx_program_write. */
   cx_status (*feed)(void *self, struct cx_program *train, const cx_batch *b);
-  /* During backward, as soon as parameter `param`'s gradient is final (the order backward
-   * finishes them): a data-parallel reduction of its bucket starts here. `last_micro` is false for
-   * the micro-batches of an accumulated step before its last one. */
+  /* During backward, as soon as parameter `param`'s gradient of this micro-batch is final (the
+   * order backward finishes them). `last_micro` is false for the micro-batches of an accumulated
+   * step before its last one. */
   void (*grad_ready)(void *self, int param, const cx_tensor *value, const cx_tensor *grad,
                      bool last_micro);
+  /* Right after grad_ready on the step's last micro-batch: `grad` is the tensor the update will
+   * read (with accumulation, the buffer holding the sum of the step's micro-batches, already
+   * complete); an extension may rewrite it until before_update returns. A data-parallel
+   * reduction of its bucket starts here, so only the last micro-batch reduces. */
+  void (*grad_final)(void *self, int param, const cx_tensor *grad);
   /* After the step's last backward pass, before the gradients are read (finite check, clipping,
    * the update): everything started in grad_ready must be complete when it returns. */
   cx_status (*before_update)(void *self, struct cx_program *train);
   /* After the optimizer update of optimizer step `step` (1 for the first), also after a step
    * skipped by dynamic loss scaling (then `updated` is false): re-apply masks, freeze observers. */
   cx_status (*after_update)(void *self, struct cx_program *train, int64_t step, bool updated);
+  /* After each optimizer step, sums[0..n) are this process's step totals that the trainer logs
+   * and acts on (loss, correct predictions, images, stop requests): a data-parallel run replaces
+   * them with their sums over all ranks, so that every rank logs the whole batch and all stop
+   * at the same step. At most one extension of a run may fill it. */
+  cx_status (*reduce_metrics)(void *self, double *sums, int n);
+  /* Before every checkpoint the trainer would write at optimizer step `step`, also in a
+   * process that writes none (data parallelism: only rank 0 writes): compare the replicas. */
+  cx_status (*checkpoint)(void *self, struct cx_program *train, int64_t step);
   /* At every logged step, and after each evaluation. */
   void (*on_step)(void *self, const struct cx_train_step_info *s);
   void (*on_epoch)(void *self, int64_t epoch, int64_t step, const struct cx_eval_result *val);

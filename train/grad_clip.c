@@ -208,25 +208,25 @@ cx_status cx_grad_scale(cx_grad_ops *g, cx_tensor *const *grads, float factor) {
   return CX_OK;
 }
 
-cx_status cx_grad_accumulate(cx_grad_ops *g, cx_tensor *const *grads, bool first) {
+cx_status cx_grad_accumulate_one(cx_grad_ops *g, int k, const cx_tensor *grad, bool first) {
   if (!g->acc)
     return cx_fail(CX_ERR_ARG, "gradient accumulation: the gradient ops have no buffers");
-  for (int k = 0; k < g->n; k++) {
-    if (!g->present[k] && !grads[k]) continue;
-    if (!g->present[k] || !grads[k])
-      return cx_fail(CX_ERR_ARG, "gradient accumulation: tensor %d is %s, its buffer %s", k,
-                     grads[k] ? "given" : "missing", g->present[k] ? "exists" : "does not");
-    grad_slot *s = &g->slot[k];
-    if (first) {
-      char a[CX_SHAPE_STR], b[CX_SHAPE_STR];
-      if (!cx_shape_equal(&grads[k]->shape, &s->acc.shape))
-        return cx_fail(CX_ERR_SHAPE, "gradient accumulation: buffer %d is %s, its gradient %s",
-                       k, cx_shape_str(&s->acc.shape, a), cx_shape_str(&grads[k]->shape, b));
-      CX_TRY(cx_backend_copy(g->b, &s->acc, grads[k], g->s));
-    } else {
-      CX_TRY(cx_op_call_run(s->add, (cx_tensor[]){s->acc, *grads[k]}, &s->acc));
-    }
-  }
+  if (k < 0 || k >= g->n) return cx_fail(CX_ERR_ARG, "gradient accumulation: no tensor %d", k);
+  if (!g->present[k] && !grad) return CX_OK;
+  if (!g->present[k] || !grad)
+    return cx_fail(CX_ERR_ARG, "gradient accumulation: tensor %d is %s, its buffer %s", k,
+                   grad ? "given" : "missing", g->present[k] ? "exists" : "does not");
+  grad_slot *s = &g->slot[k];
+  if (!first) return cx_op_call_run(s->add, (cx_tensor[]){s->acc, *grad}, &s->acc);
+  char a[CX_SHAPE_STR], b[CX_SHAPE_STR];
+  if (!cx_shape_equal(&grad->shape, &s->acc.shape))
+    return cx_fail(CX_ERR_SHAPE, "gradient accumulation: buffer %d is %s, its gradient %s", k,
+                   cx_shape_str(&s->acc.shape, a), cx_shape_str(&grad->shape, b));
+  return cx_backend_copy(g->b, &s->acc, grad, g->s);
+}
+
+cx_status cx_grad_accumulate(cx_grad_ops *g, cx_tensor *const *grads, bool first) {
+  for (int k = 0; k < g->n; k++) CX_TRY(cx_grad_accumulate_one(g, k, grads[k], first));
   return CX_OK;
 }
 

@@ -46,6 +46,9 @@ cx_status cx_grad_scale(cx_grad_ops *g, cx_tensor *const *grads, float factor);
  * summing k micro-batches' gradients. With a mean-reduced loss, scaling the sum by 1/k gives
  * the gradient of the whole batch (exactly, for graphs without batch statistics). */
 cx_status cx_grad_accumulate(cx_grad_ops *g, cx_tensor *const *grads, bool first);
+/* The same for tensor k alone (the trainer accumulates each gradient as backward finishes it,
+ * so that the sum is complete when the extensions' grad_final sees it). */
+cx_status cx_grad_accumulate_one(cx_grad_ops *g, int k, const cx_tensor *grad, bool first);
 /* The accumulation buffers (tensors of the backend, shaped like the list); NULL when g was made
  * without accumulate. */
 cx_tensor *const *cx_grad_accumulated(const cx_grad_ops *g);

@@ -64,6 +64,12 @@ typedef struct run {
   const cx_train_ext *ext; /* the extensions, in order */
   int n_ext;
   bool last_micro;         /* the micro-batch running is its step's last (grad_ready) */
+  int micro_index;         /* of the micro-batch running, within its step */
+  int world;               /* data-parallel ranks (o->loader.world); micro is this rank's share */
+  bool interrupted;        /* a stop was requested (on any rank, when an extension reduces) */
+  cx_status hook_status;   /* the first failure inside the grad hook, which returns nothing */
+  char hook_error[1024];
+  double sync_log, sync_run; /* seconds in the extensions' before_update (waiting for reductions) */
   cx_tensor *input, *labels, *targets, *loss, *logits; /* in the training program */
   float *logits_host;      /* the logits, read back each micro-batch for the accuracy */
   int n_params;
@@ -283,11 +289,26 @@ static cx_status build_train_graph(run *r, const cx_graph *model, bool soft, cx_
   return CX_OK;
 }
 
+/* Each parameter's gradient as backward finishes it: the extensions' per-micro-batch call, the
+ * accumulation of this one gradient (so that the sum is complete now, not after backward), and,
+ * on the step's last micro-batch, the extensions' call with what the update will read. */
 static void grad_ready(void *user, int param, const cx_tensor *value, const cx_tensor *grad) {
   run *r = user;
   for (int e = 0; e < r->n_ext; e++)
     if (r->ext[e].grad_ready) r->ext[e].grad_ready(r->ext[e].self, param, value, grad,
                                                    r->last_micro);
+  const cx_tensor *final = grad;
+  if (r->acc && r->hook_status == CX_OK) {
+    cx_status s = cx_grad_accumulate_one(r->gops, param, grad, r->micro_index == 0);
+    if (s != CX_OK) {
+      r->hook_status = s;
+      snprintf(r->hook_error, sizeof r->hook_error, "%s", cx_last_error());
+    }
+    final = r->acc[param];
+  }
+  if (!r->last_micro || !final) return;
+  for (int e = 0; e < r->n_ext; e++)
+    if (r->ext[e].grad_final) r->ext[e].grad_final(r->ext[e].self, param, final);
 }
 
 /* The training program's tensors the loop reads and writes, and host room for what it reads. */
@@ -424,6 +445,8 @@ static void prune_checkpoints(const char *dir, int keep) {
 
 static cx_status save_checkpoint(run *r, cx_train_result *res) {
   const cx_train_opts *o = r->o;
+  for (int e = 0; e < r->n_ext; e++)
+    if (r->ext[e].checkpoint) CX_TRY(r->ext[e].checkpoint(r->ext[e].self, r->train, r->step));
   if (!o->checkpoint_dir) return CX_OK;
   if (mkdir(o->checkpoint_dir, 0777) != 0 && errno != EEXIST)
     return cx_fail(CX_ERR_IO, "%s: cannot create: %s", o->checkpoint_dir, strerror(errno));
@@ -529,6 +552,7 @@ static cx_status micro_step(run *r, const cx_batch *b, double *loss, cx_eval_sum
   cx_logits_score(r->logits_host, b->size, r->classes, b->labels, acc);
   if (r->loss_seed) CX_TRY(cx_program_write(r->train, r->loss_seed, &r->scaler.scale));
   CX_TRY(cx_program_backward(r->train));
+  if (r->hook_status != CX_OK) return cx_fail(r->hook_status, "%s", r->hook_error);
   return cx_train_profiler_micro(&r->prof, r->train, r->step + 1);
 }
 
@@ -587,8 +611,10 @@ static cx_status apply_update(run *r, bool logged, double *grad_norm, float *lr,
                               cx_train_result *res) {
   const cx_train_opts *o = r->o;
   cx_tensor *const *g = r->grads;
+  double t_sync = now();
   for (int e = 0; e < r->n_ext; e++)
     if (r->ext[e].before_update) CX_TRY(r->ext[e].before_update(r->ext[e].self, r->train));
+  r->sync_log += now() - t_sync, r->sync_run += now() - t_sync;
   if (r->acc) {
     CX_TRY(cx_grad_scale(r->gops, r->acc, 1.0f / (float)o->accum_steps));
     g = r->acc;
@@ -615,6 +641,14 @@ static cx_status apply_update(run *r, bool logged, double *grad_norm, float *lr,
   return cx_train_profiler_host(&r->prof, CX_TRAIN_PROFILE_OPTIMIZER, t0, now() - t0, r->step + 1);
 }
 
+/* The step's totals summed over the ranks by the one extension that reduces them (else they
+ * are this process's, the whole batch's). */
+static cx_status reduce_metrics(run *r, double m[4]) {
+  for (int e = 0; e < r->n_ext; e++)
+    if (r->ext[e].reduce_metrics) return r->ext[e].reduce_metrics(r->ext[e].self, m, 4);
+  return CX_OK;
+}
+
 /* The micro-batches of one optimizer step and the update. */
 static cx_status train_step(run *r, bool logged, double *gnorm, float *lr, cx_train_result *res) {
   const cx_train_opts *o = r->o;
@@ -629,20 +663,24 @@ static cx_status train_step(run *r, bool logged, double *gnorm, float *lr, cx_tr
         cx_program_graph(r->train), &b, o->train_path));
     double loss;
     r->last_micro = m == o->accum_steps - 1;
+    r->micro_index = m;
     CX_TRY(micro_step(r, &b, &loss, &acc));
-    if (r->acc) CX_TRY(cx_grad_accumulate(r->gops, r->grads, m == 0));
     loss_sum += loss / o->accum_steps;
-    r->images_log += (double)b.size;
-    r->images_run += (double)b.size;
+    /* every rank's batch is full (the loader drops a short last one): the global count */
+    r->images_log += (double)(b.size * r->world);
+    r->images_run += (double)(b.size * r->world);
   }
   CX_TRY(apply_update(r, logged, gnorm, lr, res));
+  double m[4] = {loss_sum, acc.top1, (double)acc.n, o->interrupt && *o->interrupt};
+  CX_TRY(reduce_metrics(r, m));
   r->step_seconds += now() - t_step;
   r->step++;
   r->batch += o->accum_steps;
   r->win.steps += 1;
-  r->win.loss += loss_sum;
-  r->win.correct += acc.top1;
-  r->win.images += (double)acc.n;
+  r->win.loss += m[0] / r->world; /* each rank's loss is the mean over its share */
+  r->win.correct += m[1];
+  r->win.images += m[2];
+  r->interrupted = m[3] > 0;
   return CX_OK;
 }
 
@@ -673,15 +711,19 @@ static void progress(run *r, const cx_train_step_info *s) {
     for (int i = 0; i < W; i++) bar[i] = i < fill ? '#' : '.';
     bar[W] = 0;
     fprintf(r->log, "\r[%s] %3.0f%% ep %lld step %lld/%lld loss %.4f acc %.1f%% lr %.3g "
-            "%.0f img/s ETA %s\033[K", bar, 100.0 * (double)s->step / (double)r->total,
+            "%.0f img/s%s ETA %s\033[K", bar, 100.0 * (double)s->step / (double)r->total,
             (long long)s->epoch, (long long)s->step, (long long)r->total, s->loss, s->accuracy,
-            s->lr, s->images_per_s, eta);
+            s->lr, s->images_per_s, s->world > 1 ? " (all ranks)" : "", eta);
     r->bar_open = true;
   } else {
     fprintf(r->log, "epoch %lld step %lld/%lld  loss %.4f  acc %.1f%%  lr %.4g  |g| %.3g  "
-            "%.0f img/s  (data wait %.0f%%)  ETA %s", (long long)s->epoch, (long long)s->step,
+            "%.0f img/s  (data wait %.0f%%)", (long long)s->epoch, (long long)s->step,
             (long long)r->total, s->loss, s->accuracy, s->lr, s->grad_norm, s->images_per_s,
-            wait, eta);
+            wait);
+    if (s->world > 1)
+      fprintf(r->log, "  %d ranks, comm wait %.0f%%", s->world,
+              100 * s->sync_wait_s / (s->data_wait_s + s->compute_s + 1e-12));
+    fprintf(r->log, "  ETA %s", eta);
     if (s->loss_scale > 0)
       fprintf(r->log, "  loss scale %g (%lld skipped)", s->loss_scale, (long long)s->skipped_steps);
     fputc('\n', r->log);
@@ -699,6 +741,7 @@ static void log_step(run *r, double gnorm, float lr, cx_train_result *res) {
                           .images_per_s = r->images_log / (t - r->t_log),
                           .data_wait_s = wait - r->wait_log,
                           .compute_s = t - r->t_log - (wait - r->wait_log),
+                          .sync_wait_s = r->sync_log, .world = r->world,
                           .peak_memory_mb = peak_memory_mb(),
                           .loss_scale = r->loss_seed ? r->scaler.scale : 0,
                           .skipped_steps = r->scaler.skipped};
@@ -712,7 +755,7 @@ static void log_step(run *r, double gnorm, float lr, cx_train_result *res) {
   res->final_loss = s.loss;
   res->images_per_s = s.images_per_s;
   r->win = (window){0};
-  r->t_log = t, r->wait_log = wait, r->images_log = 0;
+  r->t_log = t, r->wait_log = wait, r->images_log = 0, r->sync_log = 0;
 }
 
 /* ---- epochs ---- */
@@ -757,7 +800,7 @@ static cx_status skip_batches(run *r, int64_t n) {
 
 static bool stop_now(const run *r) {
   const cx_train_opts *o = r->o;
-  return (o->stop_after > 0 && r->step >= o->stop_after) || (o->interrupt && *o->interrupt);
+  return (o->stop_after > 0 && r->step >= o->stop_after) || r->interrupted;
 }
 
 /* One epoch from r->batch; *stopped when stop_after or an interrupt ended it early. */
@@ -808,6 +851,9 @@ static cx_status train_epochs(run *r, cx_graph *model, cx_train_result *res) {
   res->seconds = r->seconds_before + now() - r->t_start;
   res->resumed_seconds = r->seconds_before;
   if (r->step_seconds > 0) res->images_per_s = r->images_run / r->step_seconds;
+  res->world = r->world;
+  res->step_seconds = r->step_seconds;
+  res->sync_wait_s = r->sync_run;
   res->data_wait_s = cx_loader_wait_seconds(r->loader);
   if (!res->stopped) CX_TRY(save_checkpoint(r, res));
   return with_ema(r, store_model, model);
@@ -822,6 +868,13 @@ static cx_status check_opts(cx_train_opts *o) {
   if (o->batch_size <= 0 || o->batch_size % o->accum_steps)
     return cx_fail(CX_ERR_ARG, "batch size %lld must be a positive multiple of the %d "
                    "accumulation steps", (long long)o->batch_size, o->accum_steps);
+  int world = o->loader.world > 0 ? o->loader.world : 1;
+  if (o->batch_size % ((int64_t)o->accum_steps * world))
+    return cx_fail(CX_ERR_ARG, "batch %lld (the global batch) is not divisible by %d ranks%s: "
+                   "each rank trains on an equal share of every batch; choose a batch that is "
+                   "a multiple of %lld", (long long)o->batch_size, world,
+                   o->accum_steps > 1 ? " times the accumulation steps" : "",
+                   (long long)o->accum_steps * world);
   if (o->epochs < 0) return cx_fail(CX_ERR_ARG, "epochs %lld < 0", (long long)o->epochs);
   return CX_OK;
 }
@@ -829,8 +882,9 @@ static cx_status check_opts(cx_train_opts *o) {
 static cx_status open_loader(run *r, cx_train_opts *o) {
   cx_loader_opts lo = o->loader;
   lo.part = o->train_part;
-  lo.batch_size = r->micro;
+  lo.batch_size = r->micro; /* this rank's share; rank and world come with o->loader */
   lo.seed = o->seed;
+  if (lo.world <= 0) lo.world = 1;
   lo.drop_last = true; /* programs have a fixed batch */
   lo.shuffle = true;
   CX_TRY(cx_loader_open(o->train_path, &lo, &r->loader));
@@ -847,7 +901,8 @@ static cx_status open_loader(run *r, cx_train_opts *o) {
 cx_status cx_train_check(const cx_train_opts *given) {
   cx_train_opts o = *given;
   CX_TRY(check_opts(&o));
-  run r = {.o = &o, .micro = o.batch_size / o.accum_steps};
+  run r = {.o = &o, .world = o.loader.world > 0 ? o.loader.world : 1};
+  r.micro = o.batch_size / o.accum_steps / r.world;
   cx_status s = open_loader(&r, &o);
   cx_loader_close(r.loader);
   if (s != CX_OK || !o.resume_from) return s;
@@ -861,8 +916,9 @@ cx_status cx_train(cx_graph *model, const cx_train_opts *given, cx_train_result 
   memset(res, 0, sizeof *res);
   CX_TRY(check_opts(&o));
   if (o.threads > 0) omp_set_num_threads(o.threads);
-  run r = {.o = &o, .log = o.log, .micro = o.batch_size / o.accum_steps,
-           .ext = o.extensions, .n_ext = o.n_extensions};
+  run r = {.o = &o, .log = o.log, .ext = o.extensions, .n_ext = o.n_extensions,
+           .world = o.loader.world > 0 ? o.loader.world : 1};
+  r.micro = o.batch_size / o.accum_steps / r.world;
   cx_status s = open_loader(&r, &o);
   r.diag.classes = r.classes;
   if (s == CX_OK) s = open_program(&r, model);

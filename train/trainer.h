@@ -31,6 +31,10 @@ typedef struct cx_train_step_info {
    * training batches (percent). lr and grad_norm are those of this step. */
   double loss, lr, grad_norm, accuracy;
   double images_per_s, data_wait_s, compute_s; /* since the previous logged step */
+  /* data parallelism: the ranks (images_per_s counts all of theirs), and the seconds since the
+   * previous logged step spent waiting in the extensions' before_update (for the reductions) */
+  int world;
+  double sync_wait_s;
   double peak_memory_mb;                       /* the process's peak resident memory */
   double loss_scale;      /* the loss scale after this step; 0 when the loss is not scaled */
   int64_t skipped_steps;  /* steps skipped for overflow so far (dynamic loss scaling) */
@@ -39,10 +43,12 @@ typedef struct cx_train_step_info {
 typedef struct cx_train_opts {
   const char *train_path, *train_part; /* data set file and part ("" or NULL: main part) */
   const char *val_path, *val_part;     /* NULL: no evaluation */
-  int64_t batch_size;                  /* images per optimizer step */
+  int64_t batch_size;                  /* images per optimizer step, over all ranks */
   int accum_steps;                     /* micro-batches per step (batch_size divisible); 0: 1 */
   int64_t epochs;
-  cx_loader_opts loader;               /* workers, augmentation; batch and seed are set here */
+  /* workers, augmentation; batch and seed are set here. rank and world: data parallelism
+   * (world ranks each train on batch_size / world images of every step: dist/dist.h) */
+  cx_loader_opts loader;
   cx_augment val_aug;                  /* evaluation preprocessing (normalisation) */
   cx_optim_config optim;               /* its lr is unused: the schedule gives every step's */
   cx_schedule schedule;                /* lr: the base rate; total_steps 0: the whole run */
@@ -111,6 +117,10 @@ typedef struct cx_train_result {
   int64_t skipped_steps;               /* dynamic loss scaling: steps skipped for overflow */
   double loss_scale;                   /* the final loss scale; 0 when not scaled */
   int warnings;                        /* diagnostics given */
+  /* data parallelism: the ranks; seconds in this run's training steps, and of them waiting in
+   * the extensions' before_update (the gradient reductions not hidden behind backward) */
+  int world;
+  double step_seconds, sync_wait_s;
 } cx_train_result;
 
 /* Running sums for top-k and cross-entropy over batches of logits. */

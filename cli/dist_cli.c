@@ -1,0 +1,55 @@
+/* Data parallelism in the commands that train: the shard, rank 0's outputs, the extension. */
+#include "dist_cli.h"
+
+void cx_cli_dist_train_opts(cx_train_opts *o) {
+  o->loader.rank = cx_dist_rank();
+  o->loader.world = cx_dist_world();
+  if (cx_dist_is_root()) return;
+  o->checkpoint_dir = NULL;
+  o->val_path = NULL;
+  o->quiet = true;
+  o->progress_bar = false;
+  o->profile_steps = 0;
+}
+
+cx_status cx_cli_ddp_open(cx_cli_ddp *c) {
+  c->d = NULL;
+  if (cx_dist_world() < 2) return CX_OK;
+  cx_ddp_config dc = cx_ddp_defaults();
+  return cx_ddp_create(&dc, &c->d);
+}
+
+cx_status cx_cli_ddp_add(cx_cli_ddp *c, cx_train_ext *ext, int cap, int *n) {
+  if (!c->d) return CX_OK;
+  if (*n >= cap) return cx_fail(CX_ERR_ARG, "more than %d trainer extensions", cap);
+  ext[(*n)++] = cx_ddp_extension(c->d);
+  return CX_OK;
+}
+
+static double wait_fraction(const cx_train_result *r) {
+  return r->step_seconds > 0 ? r->sync_wait_s / r->step_seconds : 0;
+}
+
+void cx_cli_ddp_print(const cx_cli_ddp *c, const cx_train_result *r, FILE *f) {
+  if (!c->d) return;
+  cx_ddp_stats s;
+  cx_ddp_get_stats(c->d, &s);
+  fprintf(f, "data parallel: %d ranks, %.2f MB of gradients all-reduced per step in %d "
+          "bucket(s); waiting for them took %.1f%% of the step time (%.0f%% of the buckets were "
+          "done before the update)\n", r->world, (double)s.bytes_per_step / 1e6, s.buckets,
+          100 * wait_fraction(r), 100 * s.hidden_frac);
+}
+
+void cx_cli_ddp_json(const cx_cli_ddp *c, const cx_train_result *r, FILE *f) {
+  if (!c->d) return;
+  cx_ddp_stats s;
+  cx_ddp_get_stats(c->d, &s);
+  fprintf(f, ",\"ranks\":%d,\"reduced_bytes_per_step\":%lld,\"buckets\":%d,"
+          "\"comm_wait_fraction\":%.6f,\"replica_checks\":%lld", r->world,
+          (long long)s.bytes_per_step, s.buckets, wait_fraction(r), (long long)s.checks);
+}
+
+void cx_cli_ddp_close(cx_cli_ddp *c) {
+  cx_ddp_free(c->d);
+  c->d = NULL;
+}

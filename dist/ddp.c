@@ -1,0 +1,238 @@
+/* The "ddp" trainer extension: gradients averaged over the ranks before every update.
+ *
+ * Buckets: the parameters, in reverse order (the order backward finishes them), are cut into
+ * buckets of about first_bucket_mb (the first) and bucket_mb (the others), as PyTorch DDP does.
+ * As each gradient the update will read is final (grad_final: on the last micro-batch only), it
+ * is copied through the backend into its bucket's host buffer; a bucket whose gradients are all
+ * in starts its MPI_Iallreduce, in bucket order (every rank must start them in the same order).
+ * MPI makes progress only inside MPI calls, so every grad_final also tests the started buckets:
+ * the reductions go on between the backward nodes that follow. before_update waits for all,
+ * divides by the rank count and writes the averages back into the tensors it was handed.
+ *
+ * The replicas are compared (ddp_check.c) at the start, every check_every steps and at every
+ * checkpoint. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/program.h"
+#include "comm.h"
+#include "ddp_internal.h"
+
+cx_ddp_config cx_ddp_defaults(void) {
+  return (cx_ddp_config){.bucket_mb = 25, .first_bucket_mb = 1, .check_every = 100};
+}
+
+double cx_ddp_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The first failure inside grad_final (which returns nothing), reported by before_update. */
+static void fail_later(cx_ddp *d, cx_status s) {
+  if (d->status != CX_OK) return;
+  d->status = s;
+  snprintf(d->error, sizeof d->error, "%s", cx_last_error());
+}
+
+static cx_status plan_buckets(cx_ddp *d) {
+  int n = d->n_params;
+  d->bucket_of = calloc((size_t)n + 1, sizeof *d->bucket_of);
+  d->offset = calloc((size_t)n + 1, sizeof *d->offset);
+  d->target = calloc((size_t)n + 1, sizeof *d->target);
+  d->buckets = calloc((size_t)n + 1, sizeof *d->buckets);
+  if (!d->bucket_of || !d->offset || !d->target || !d->buckets)
+    return cx_fail(CX_ERR_NOMEM, "out of memory");
+  double cap = d->c.first_bucket_mb * 1e6;
+  ddp_bucket *b = NULL;
+  for (int k = n - 1; k >= 0; k--) {
+    const cx_tensor *g = cx_program_param_grad(d->train, k);
+    d->bucket_of[k] = -1;
+    if (!g) continue;
+    if (g->dtype != CX_F32)
+      return cx_fail(CX_ERR_UNSUPPORTED, "ddp: the gradient of '%s' is %s; gradients are "
+                     "reduced in f32 only", cx_program_param_name(d->train, k),
+                     cx_dtype_name(g->dtype));
+    if (!b || (double)b->n * 4 >= cap) {
+      if (b) cap = d->c.bucket_mb * 1e6;
+      b = &d->buckets[d->n_buckets++];
+    }
+    d->bucket_of[k] = (int)(b - d->buckets);
+    d->offset[k] = b->n;
+    b->n += cx_tensor_numel(g);
+    b->params++;
+  }
+  for (int i = 0; i < d->n_buckets; i++) {
+    ddp_bucket *x = &d->buckets[i];
+    x->buf = malloc((size_t)x->n * sizeof(float) + 1);
+    if (!x->buf) return cx_fail(CX_ERR_NOMEM, "ddp: out of memory for a bucket of %lld floats",
+                                (long long)x->n);
+    CX_TRY(cx_comm_req_new(&x->req));
+    x->pending = x->params;
+    d->bytes_per_step += x->n * (int64_t)sizeof(float);
+  }
+  return CX_OK;
+}
+
+static cx_status ddp_opened(void *self, cx_program *train) {
+  cx_ddp *d = self;
+  d->train = train;
+  d->n_params = cx_program_param_count(train);
+  d->rank = cx_comm_rank(), d->world = cx_comm_world();
+  return plan_buckets(d);
+}
+
+/* Every initial replica must be the same: the models' initialisation is seeded, an imported
+ * model is one file; the check proves it (and catches a rank that read another file). */
+static cx_status ddp_optimizer_ready(void *self, struct cx_optimizer *o, struct cx_ema *ema) {
+  (void)o, (void)ema;
+  return cx_ddp_check_replicas(self, "at the start");
+}
+
+/* Starts, in bucket order, every bucket whose gradients are all in. */
+static cx_status start_ready(cx_ddp *d) {
+  while (d->next_start < d->n_buckets && d->buckets[d->next_start].pending == 0) {
+    ddp_bucket *b = &d->buckets[d->next_start++];
+    CX_TRY(cx_comm_iallreduce_f32(b->buf, b->n, b->req));
+    b->started = true;
+  }
+  return CX_OK;
+}
+
+/* Drives the started reductions on (MPI progresses only inside its calls). */
+static cx_status progress(cx_ddp *d) {
+  for (int i = d->next_done; i < d->next_start; i++) {
+    bool done;
+    CX_TRY(cx_comm_test(d->buckets[i].req, &done));
+    if (!done) break;
+    d->buckets[i].done = true;
+    d->next_done = i + 1;
+  }
+  return CX_OK;
+}
+
+/* The test hook of tests/test_ddp.c: CX_TEST_DDP_INF=RANK:STEP makes one gradient element of
+ * that rank at that optimizer step (1 for the first) infinite before its bucket is reduced. */
+static void test_inject_inf(cx_ddp *d) {
+  const char *e = getenv("CX_TEST_DDP_INF");
+  int rank;
+  long long step;
+  if (!e || sscanf(e, "%d:%lld", &rank, &step) != 2 || rank != d->rank ||
+      step != d->reductions + 1 || !d->n_buckets)
+    return;
+  d->buckets[0].buf[0] = 1.0f / 0.0f;
+}
+
+static void ddp_grad_final(void *self, int param, const cx_tensor *grad) {
+  cx_ddp *d = self;
+  if (d->status != CX_OK || param < 0 || param >= d->n_params || d->bucket_of[param] < 0) return;
+  ddp_bucket *b = &d->buckets[d->bucket_of[param]];
+  cx_status s = cx_program_read(d->train, grad, b->buf + d->offset[param]);
+  if (s != CX_OK) return fail_later(d, s);
+  d->target[param] = grad;
+  if (--b->pending == 0 && b == d->buckets) test_inject_inf(d);
+  s = start_ready(d);
+  if (s == CX_OK) s = progress(d);
+  if (s != CX_OK) fail_later(d, s);
+}
+
+static cx_status wait_all(cx_ddp *d) {
+  if (d->next_start < d->n_buckets)
+    return cx_fail(CX_ERR_ARG, "ddp: %d of %d gradient buckets were never complete before the "
+                   "update (a gradient the backward pass did not hand over)",
+                   d->n_buckets - d->next_start, d->n_buckets);
+  for (int i = 0; i < d->n_buckets; i++) {
+    ddp_bucket *b = &d->buckets[i];
+    d->hidden += b->done;
+    CX_TRY(cx_comm_wait(b->req));
+  }
+  return CX_OK;
+}
+
+/* The averages back into the tensors the update reads. */
+static cx_status write_back(cx_ddp *d) {
+  float inv = 1.0f / (float)d->world;
+  for (int i = 0; i < d->n_buckets; i++) {
+    ddp_bucket *b = &d->buckets[i];
+    for (int64_t j = 0; j < b->n; j++) b->buf[j] *= inv;
+  }
+  for (int k = 0; k < d->n_params; k++) {
+    if (d->bucket_of[k] < 0) continue;
+    ddp_bucket *b = &d->buckets[d->bucket_of[k]];
+    CX_TRY(cx_program_write(d->train, d->target[k], b->buf + d->offset[k]));
+  }
+  return CX_OK;
+}
+
+static cx_status ddp_before_update(void *self, cx_program *train) {
+  (void)train;
+  cx_ddp *d = self;
+  if (d->status != CX_OK) return cx_fail(d->status, "%s", d->error);
+  double t0 = cx_ddp_now();
+  CX_TRY(wait_all(d));
+  d->wait_s += cx_ddp_now() - t0;
+  CX_TRY(write_back(d));
+  for (int i = 0; i < d->n_buckets; i++) {
+    ddp_bucket *b = &d->buckets[i];
+    b->pending = b->params, b->started = b->done = false;
+  }
+  d->next_start = d->next_done = 0;
+  d->reductions++;
+  return CX_OK;
+}
+
+static cx_status ddp_after_update(void *self, cx_program *train, int64_t step, bool updated) {
+  (void)train, (void)updated;
+  cx_ddp *d = self;
+  cx_ddp_test_perturb(d, step);
+  if (d->c.check_every > 0 && step % d->c.check_every == 0)
+    return cx_ddp_check_replicas(d, "after an update");
+  return CX_OK;
+}
+
+static cx_status ddp_checkpoint(void *self, cx_program *train, int64_t step) {
+  (void)train, (void)step;
+  return cx_ddp_check_replicas(self, "at a checkpoint");
+}
+
+static cx_status ddp_reduce_metrics(void *self, double *sums, int n) {
+  (void)self;
+  return cx_comm_allreduce_f64(sums, n, CX_COMM_SUM);
+}
+
+cx_status cx_ddp_create(const cx_ddp_config *c, cx_ddp **out) {
+  if (c->bucket_mb <= 0 || c->first_bucket_mb <= 0 || c->check_every < 0)
+    return cx_fail(CX_ERR_ARG, "ddp: bucket sizes %g and %g MB must be above 0, check_every %lld "
+                   "at least 0", c->first_bucket_mb, c->bucket_mb, (long long)c->check_every);
+  *out = calloc(1, sizeof **out);
+  if (!*out) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  (*out)->c = *c;
+  return CX_OK;
+}
+
+void cx_ddp_free(cx_ddp *d) {
+  if (!d) return;
+  for (int i = 0; i < d->n_buckets; i++) {
+    free(d->buckets[i].buf);
+    cx_comm_req_free(d->buckets[i].req);
+  }
+  free(d->buckets), free(d->bucket_of), free(d->offset), free(d->target);
+  free(d->crc), free(d->crc_root);
+  free(d);
+}
+
+cx_train_ext cx_ddp_extension(cx_ddp *d) {
+  return (cx_train_ext){.name = "ddp", .self = d, .opened = ddp_opened,
+                        .optimizer_ready = ddp_optimizer_ready, .grad_final = ddp_grad_final,
+                        .before_update = ddp_before_update, .after_update = ddp_after_update,
+                        .reduce_metrics = ddp_reduce_metrics, .checkpoint = ddp_checkpoint};
+}
+
+void cx_ddp_get_stats(const cx_ddp *d, cx_ddp_stats *s) {
+  int64_t all = d->reductions * d->n_buckets;
+  *s = (cx_ddp_stats){.buckets = d->n_buckets, .bytes_per_step = d->bytes_per_step,
+                      .reductions = d->reductions, .checks = d->checks, .wait_s = d->wait_s,
+                      .hidden_frac = all ? (double)d->hidden / (double)all : 0};
+}

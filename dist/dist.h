@@ -1,0 +1,64 @@
+#ifndef CX_DIST_H
+#define CX_DIST_H
+
+/* Data-parallel training across processes (docs/distributed.md): `mpirun -np N compress ...`
+ * runs N ranks, each training on 1/N of every global batch, their gradients averaged by the
+ * "ddp" trainer extension before every update. A process not started by an MPI launcher is rank
+ * 0 of 1 and never calls MPI. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../core/status.h"
+#include "../train/extension.h"
+
+/* MPI_Init when an MPI launcher started the process (OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_SIZE
+ * in the environment); nothing otherwise. Call once, first thing in main. */
+cx_status cx_dist_init(void);
+/* At exit: MPI_Finalize when every rank ends together (rc 0, or a failure all ranks agreed on
+ * with cx_dist_agree); otherwise MPI_Abort, so that the other ranks do not wait for this one
+ * in a collective (a failure only this rank saw). Returns rc. */
+int cx_dist_finalize(int rc);
+int cx_dist_rank(void);
+int cx_dist_world(void);
+static inline bool cx_dist_is_root(void) { return cx_dist_rank() == 0; }
+
+/* Collective: every rank passes its own status and gets CX_OK when all passed, else the first
+ * failing rank's status with its message ("rank R: ...") on every rank. Ranks must call it at
+ * the same points (after the checks that read input, before training). */
+cx_status cx_dist_agree(cx_status s);
+/* Every rank waits until all reach it (rank 0 wrote a file the others read next). */
+cx_status cx_dist_barrier(void);
+
+/* ---- the "ddp" trainer extension ---- */
+
+typedef struct cx_ddp_config {
+  /* Buckets of gradients reduced together, filled in reverse parameter order (PyTorch DDP's):
+   * the first one (the last layers', ready first) of first_bucket_mb, then bucket_mb each. */
+  double bucket_mb, first_bucket_mb;
+  /* Parameters compared across ranks (a checksum) every check_every optimizer steps (0: only at
+   * the start and at checkpoints). */
+  int64_t check_every;
+} cx_ddp_config;
+
+cx_ddp_config cx_ddp_defaults(void); /* 25 MB, 1 MB, 100 */
+
+typedef struct cx_ddp cx_ddp;
+
+typedef struct cx_ddp_stats {
+  int buckets;
+  int64_t bytes_per_step;  /* reduced by each rank each optimizer step */
+  int64_t reductions;      /* optimizer steps reduced */
+  int64_t checks;          /* parameter comparisons made */
+  double wait_s;           /* in before_update, waiting for reductions to finish */
+  double hidden_frac;      /* buckets already complete when before_update came (of all) */
+} cx_ddp_stats;
+
+cx_status cx_ddp_create(const cx_ddp_config *c, cx_ddp **out);
+void cx_ddp_free(cx_ddp *d);
+/* The extension (name "ddp"); put it last in the run's list, so that what other extensions do
+ * before the update is done on the averaged gradients. */
+cx_train_ext cx_ddp_extension(cx_ddp *d);
+void cx_ddp_get_stats(const cx_ddp *d, cx_ddp_stats *s);
+
+#endif

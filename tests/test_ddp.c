@@ -1,0 +1,287 @@
+/* Data-parallel training (dist/, docs/distributed.md) against one process, on Fashion-MNIST
+ * (1280 images, 10 steps an epoch of the global batch 128, 2 epochs):
+ *   - a BN-free CNN: the first step's averaged gradients on 2 ranks x 64 equal those of 1 rank x
+ *     128 within 1e-5 (relative to each tensor's largest), and the 20 logged losses (the mean
+ *     over all ranks) within 1e-4; the same losses with 2 ranks x 2 accumulated micro-batches of
+ *     32;
+ *   - an infinite gradient on rank 1 alone (the test hook CX_TEST_DDP_INF) makes rank 0 skip
+ *     that step under dynamic loss scaling too: the overflow decision agrees;
+ *   - a parameter perturbed on rank 1 (CX_TEST_DDP_PERTURB) stops both ranks at the next
+ *     replica check, with a message naming the parameter;
+ *   - a global batch not divisible by the ranks is refused, saying so.
+ * The runs on 2 ranks are this program again under mpirun ("worker" mode); without MPI in the
+ * build, or without mpirun, the test is skipped (77). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/program.h"
+#include "../dist/dist.h"
+#include "../kernels/cpu/cpu.h"
+#include "../models/layers.h"
+#include "../models/zoo.h"
+#include "../train/trainer.h"
+#include "check.h"
+#include "fmnist.h"
+
+enum { STEPS = 20, MAX_LOG = 64 };
+
+/* ---- worker: one training run, rank 0 writing what it saw ---- */
+
+typedef struct probe {
+  cx_program *train;
+  int64_t updates;
+  FILE *grads;          /* the first step's gradients, raw f32 in parameter order */
+  double loss[MAX_LOG]; /* the logged losses */
+  int n_loss;
+} probe;
+
+static cx_status probe_opened(void *self, cx_program *p) {
+  ((probe *)self)->train = p;
+  return CX_OK;
+}
+
+/* After ddp's before_update: the gradients the update reads (accumulation 1: the program's). */
+static cx_status probe_before_update(void *self, cx_program *p) {
+  probe *q = self;
+  if (q->updates++ || !q->grads) return CX_OK;
+  for (int k = 0; k < cx_program_param_count(p); k++) {
+    const cx_tensor *g = cx_program_param_grad(p, k);
+    float *h = malloc(cx_tensor_nbytes(g));
+    if (!h) return CX_ERR_NOMEM;
+    cx_status s = cx_program_read(p, g, h);
+    if (s == CX_OK) fwrite(h, 1, cx_tensor_nbytes(g), q->grads);
+    free(h);
+    if (s != CX_OK) return s;
+  }
+  return CX_OK;
+}
+
+static void probe_on_step(void *self, const cx_train_step_info *s) {
+  probe *q = self;
+  if (q->n_loss < MAX_LOG) q->loss[q->n_loss++] = s->loss;
+}
+
+/* conv-ReLU twice, global pooling, linear: no batch statistics, so the split of a batch over
+ * ranks changes only the order of sums. */
+static cx_graph *bn_free_cnn(uint64_t seed) {
+  cx_graph *g = cx_graph_new();
+  cx_net n;
+  cx_feat x;
+  cx_net_begin(&n, g, seed, true, 1, 28, 28, &x);
+  x = cx_net_act(&n, "relu1", cx_net_conv(&n, "conv1", x, 8, 3, 2, 1, true), CX_NL_RELU);
+  x = cx_net_act(&n, "relu2", cx_net_conv(&n, "conv2", x, 16, 3, 2, 1, true), CX_NL_RELU);
+  x = cx_net_pool_flatten(&n, "pool", x);
+  x = cx_net_linear(&n, "fc", "logits", x, 10, CX_LINEAR_TORCH_DEFAULT);
+  cx_graph_mark_output(g, x.v);
+  return g;
+}
+
+/* worker DATA OUT ACCUM CHECK_EVERY SCALING BATCH: trains, rank 0 writes OUT.grad, OUT.loss
+ * (one logged loss a line) and OUT.res ("skipped N"). */
+static int worker(char **argv) {
+  if (cx_dist_init() != CX_OK) return fprintf(stderr, "%s\n", cx_last_error()), 1;
+  const char *data = argv[0], *out = argv[1];
+  int accum = atoi(argv[2]);
+  bool scaling = atoi(argv[4]) != 0;
+  cx_graph *model = bn_free_cnn(7);
+  cx_train_opts o = cx_train_defaults();
+  o.train_path = data;
+  o.batch_size = atoll(argv[5]);
+  o.accum_steps = accum;
+  o.epochs = 2;
+  o.loader.workers = 1;
+  o.loader.rank = cx_dist_rank(), o.loader.world = cx_dist_world();
+  o.optim = cx_optim_defaults(CX_OPTIM_SGD);
+  o.optim.lr = 0.05f;
+  o.schedule = cx_schedule_defaults(CX_SCHEDULE_CONSTANT, 0.05f);
+  o.seed = 5;
+  o.threads = 1;
+  o.log_every = 1;
+  o.quiet = true;
+  o.diagnostics = false;
+  o.backend = cx_backend_cpu();
+  if (scaling) {
+    o.loss_scale_mode = CX_LOSS_SCALE_DYNAMIC;
+    o.loss_scaler.scale = 1024;
+  }
+  char path[512];
+  probe q = {0};
+  if (cx_dist_is_root()) {
+    snprintf(path, sizeof path, "%s.grad", out);
+    q.grads = fopen(path, "wb");
+  }
+  cx_ddp_config dc = cx_ddp_defaults();
+  dc.check_every = atoll(argv[3]);
+  dc.first_bucket_mb = 0.002; /* several buckets even for this small model */
+  cx_ddp *d = NULL;
+  cx_train_ext ext[2];
+  int n = 0;
+  cx_status s = cx_dist_world() > 1 ? cx_ddp_create(&dc, &d) : CX_OK;
+  if (d) ext[n++] = cx_ddp_extension(d);
+  ext[n++] = (cx_train_ext){.name = "probe", .self = &q, .opened = probe_opened,
+                            .before_update = probe_before_update, .on_step = probe_on_step};
+  o.extensions = ext, o.n_extensions = n;
+  cx_train_result r;
+  if (s == CX_OK) s = cx_train(model, &o, &r);
+  if (q.grads) fclose(q.grads);
+  if (s == CX_OK && cx_dist_is_root()) {
+    snprintf(path, sizeof path, "%s.loss", out);
+    FILE *f = fopen(path, "w");
+    for (int i = 0; f && i < q.n_loss; i++) fprintf(f, "%.17g\n", q.loss[i]);
+    if (f) fclose(f);
+    snprintf(path, sizeof path, "%s.res", out);
+    if ((f = fopen(path, "w"))) fprintf(f, "skipped %lld\n", (long long)r.skipped_steps), fclose(f);
+  }
+  if (s != CX_OK) fprintf(stderr, "rank %d: %s\n", cx_dist_rank(), cx_last_error());
+  cx_ddp_free(d);
+  cx_graph_free(model);
+  return cx_dist_finalize(s == CX_OK ? 0 : 1);
+}
+
+/* ---- the test ---- */
+
+static char self_path[1024], dir[64], data[128];
+
+/* Runs the worker on `ranks` ranks (1: without mpirun) with env (or ""), stderr into OUT.err;
+ * its exit status. */
+static int launch(int ranks, const char *env, const char *out, int accum, int check_every,
+                  int scaling, int batch) {
+  char cmd[4096], mpi[1024] = "";
+  if (ranks > 1)
+    snprintf(mpi, sizeof mpi, "%s --allow-run-as-root --oversubscribe -np %d ", CX_MPIEXEC,
+             ranks);
+  snprintf(cmd, sizeof cmd, "%s %s%s worker %s %s/%s %d %d %d %d 2>%s/%s.err", env, mpi, self_path,
+           data, dir, out, accum, check_every, scaling, batch, dir, out);
+  int rc = system(cmd);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+static int read_losses(const char *out, double *l) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s.loss", dir, out);
+  FILE *f = fopen(path, "r");
+  int n = 0;
+  while (f && n < MAX_LOG && fscanf(f, "%lf", &l[n]) == 1) n++;
+  if (f) fclose(f);
+  return n;
+}
+
+static void compare_losses(const char *a, const char *b, double tol) {
+  double la[MAX_LOG], lb[MAX_LOG];
+  int na = read_losses(a, la), nb = read_losses(b, lb);
+  CHECK(na == STEPS && nb == STEPS, "%s: %d losses, %s: %d (expected %d)", a, na, b, nb, STEPS);
+  double worst = 0;
+  for (int i = 0; i < na && i < nb; i++) {
+    double e = fabs(la[i] - lb[i]) / fmax(fabs(la[i]), 1e-12);
+    if (e > worst) worst = e;
+  }
+  printf("losses %s vs %s: largest relative difference %.2e over %d steps\n", a, b, worst, na);
+  CHECK(worst <= tol, "losses of %s and %s differ by %.3g (relative) > %g", a, b, worst, tol);
+}
+
+static float *read_grads(const char *out, long *n) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s.grad", dir, out);
+  FILE *f = fopen(path, "rb");
+  if (!f) return *n = 0, NULL;
+  fseek(f, 0, SEEK_END);
+  *n = ftell(f) / (long)sizeof(float);
+  fseek(f, 0, SEEK_SET);
+  float *g = malloc((size_t)*n * sizeof *g + 1);
+  if (g && fread(g, sizeof *g, (size_t)*n, f) != (size_t)*n) *n = 0;
+  fclose(f);
+  return g;
+}
+
+/* Per parameter tensor (shapes from the model), |a - b| <= tol * max |a|. */
+static void compare_grads(const char *a, const char *b, double tol) {
+  long na, nb;
+  float *ga = read_grads(a, &na), *gb = read_grads(b, &nb);
+  cx_graph *m = bn_free_cnn(7);
+  long total = 0, at = 0;
+  for (int v = 0; v < m->n_values; v++)
+    if (m->values[v].kind == CX_VALUE_PARAM) total += (long)cx_shape_numel(&m->values[v].shape);
+  CHECK(ga && gb && na == total && nb == total, "gradients: %ld and %ld floats, the model has %ld",
+        na, nb, total);
+  double worst = 0;
+  for (int v = 0; ga && gb && na == total && nb == total && v < m->n_values; v++) {
+    if (m->values[v].kind != CX_VALUE_PARAM) continue;
+    long n = (long)cx_shape_numel(&m->values[v].shape);
+    double big = 0, diff = 0;
+    for (long i = 0; i < n; i++) {
+      big = fmax(big, fabs(ga[at + i]));
+      diff = fmax(diff, fabs((double)ga[at + i] - gb[at + i]));
+    }
+    at += n;
+    CHECK(big > 0, "gradient of %s is zero", m->values[v].name);
+    if (big > 0 && diff / big > worst) worst = diff / big;
+  }
+  printf("gradients %s vs %s: largest relative difference %.2e\n", a, b, worst);
+  CHECK(worst <= tol, "gradients of %s and %s differ by %.3g > %g", a, b, worst, tol);
+  free(ga), free(gb);
+  cx_graph_free(m);
+}
+
+static bool file_has(const char *out, const char *ext, const char *text) {
+  char path[256], buf[8192] = "";
+  snprintf(path, sizeof path, "%s/%s.%s", dir, out, ext);
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  buf[n] = 0;
+  if (f) fclose(f);
+  return strstr(buf, text) != NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 8 && !strcmp(argv[1], "worker")) return worker(argv + 2);
+#ifndef CX_MPIEXEC
+  printf("skipped: this build has no MPI\n");
+  return 77;
+#else
+  if (access(CX_MPIEXEC, X_OK) != 0) return printf("skipped: no %s\n", CX_MPIEXEC), 77;
+  ssize_t len = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
+  if (len <= 0) return printf("FAIL: /proc/self/exe\n"), 1;
+  self_path[len] = 0;
+  snprintf(dir, sizeof dir, "/tmp/cx_ddp_XXXXXX");
+  CHECK(mkdtemp(dir) != NULL, "%s", "mkdtemp");
+  char train[128], test[128];
+  cx_status s = fmnist_import(dir, train, test);
+  snprintf(data, sizeof data, "%s/small.h5", dir);
+  if (s == CX_OK) s = fmnist_subset(train, data, 0, 1280);
+  CHECK(s == CX_OK, "Fashion-MNIST: %s", cx_last_error());
+  if (s != CX_OK) return 1;
+  remove(train), remove(test);
+
+  CHECK(launch(1, "", "one", 1, 0, 0, 128) == 0, "1 rank failed");
+  CHECK(launch(2, "", "two", 1, 1, 0, 128) == 0, "2 ranks failed");
+  compare_grads("one", "two", 1e-5);
+  compare_losses("one", "two", 1e-4);
+  CHECK(launch(2, "", "two_accum", 2, 0, 0, 128) == 0, "2 ranks x accumulation 2 failed");
+  compare_losses("one", "two_accum", 1e-4);
+
+  CHECK(launch(2, "CX_TEST_DDP_INF=1:2", "inf", 1, 0, 1, 128) == 0, "the overflow run failed");
+  CHECK(file_has("inf", "res", "skipped 1\n"), "an infinite gradient on rank 1 at step 2 did not "
+        "make rank 0 skip that step too (inf.res)");
+
+  int rc = launch(2, "CX_TEST_DDP_PERTURB=1:3:2", "perturb", 1, 2, 0, 128);
+  CHECK(rc != 0, "a perturbed replica went unnoticed");
+  CHECK(file_has("perturb", "err", "the replicas differ") &&
+        file_has("perturb", "err", "parameter 'conv2.weight' on rank 1"),
+        "the replica check's message does not name conv2.weight on rank 1 (perturb.err)");
+
+  rc = launch(2, "", "odd", 1, 0, 0, 127);
+  CHECK(rc != 0 && file_has("odd", "err", "is not divisible by 2 ranks"),
+        "a global batch of 127 on 2 ranks was not refused (odd.err)");
+
+  if (!fails) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) printf("could not remove %s\n", dir);
+  }
+  printf("%s\n", fails ? "FAILED" : "ok");
+  return fails ? 1 : 0;
+#endif
+}
