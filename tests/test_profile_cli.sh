@@ -49,7 +49,8 @@ assert r["steps"] == 2 and r["backward_ms"] == 0, r
 total = sum(o["forward_ms"] for o in r["ops"])
 assert abs(total - r["forward_ms"]) <= 1e-4 * max(total, 1e-3), (total, r["forward_ms"])
 assert abs(sum(o["share"] for o in r["ops"]) - 1) < 1e-3
-assert any(n["op"] == "Conv" for n in r["nodes"])
+# inference programs fuse Conv (+BN, +activation) into ConvFused (core/infer_fuse.h)
+assert any(n["op"] in ("Conv", "ConvFused") for n in r["nodes"]), r["nodes"]
 EOF
 
 run 0 spec profile resnet20:input=1x28x28 --batch 2 --steps 1 --warmup 0 --top 3 --threads 1

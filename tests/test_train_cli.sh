@@ -113,7 +113,10 @@ import json, sys
 e, t = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 assert e["preprocess"]["source"] == "metadata", e
 assert e["images"] == 500, e
-assert e["top1"] == t["val"]["top1"] and e["loss"] == t["val"]["loss"], (e, t)
+# the trainer evaluates its training graph's weights unfused; eval runs the inference program,
+# BatchNorm folded into the convolutions (core/infer_fuse.h): the same to rounding
+assert e["top1"] == t["val"]["top1"], (e, t)
+assert abs(e["loss"] - t["val"]["loss"]) <= 1e-6 * abs(t["val"]["loss"]), (e, t)
 print(f"eval: top-1 {e['top1']:.1f}% as the trainer reported")
 EOF
 run 0 inspect-a inspect "$a/model.onnx"
