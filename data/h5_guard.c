@@ -68,6 +68,13 @@ long long cx_h5_pread(int fd, void *buf, size_t n, uint64_t off) {
   return (long long)done;
 }
 
+unsigned char *cx_h5_gheap_read(int fd, uint64_t off, uint64_t stated) {
+  if (stated > CX_H5_GHEAP_MAX) return NULL;
+  unsigned char *b = calloc(1, stated ? (size_t)stated : 1);
+  if (b && cx_h5_pread(fd, b, (size_t)stated, off) < 0) free(b), b = NULL;
+  return b;
+}
+
 bool cx_h5_gheap_walk(const unsigned char *buf, size_t len, unsigned want, uint64_t *size) {
   if (size) *size = UINT64_MAX;
   if (len < GH_HDR) return true; /* HDF5 reads no objects from a block this short */
@@ -184,11 +191,8 @@ static bool whole_gheap_ok(guard_file *g, haddr_t addr, const unsigned char *p, 
   uint64_t stated = le(p + 8, 8);
   if (stated <= size) return cx_h5_gheap_ok(p, size);
   if (stated > g->eoa - addr) return true; /* HDF5's read of the rest fails: nothing to walk */
-  if (stated > ((uint64_t)1 << 28)) return false; /* no string heap of ours is near 256 MiB */
-  unsigned char *b = calloc(1, (size_t)stated);
-  if (!b) return false;
-  bool ok = cx_h5_pread(g->oh.fd, b, (size_t)stated, addr) >= 0 &&
-            cx_h5_gheap_ok(b, (size_t)stated);
+  unsigned char *b = cx_h5_gheap_read(g->oh.fd, addr, stated);
+  bool ok = b && cx_h5_gheap_ok(b, (size_t)stated);
   free(b);
   return ok;
 }
@@ -298,9 +302,9 @@ cx_status cx_h5_guard_vlen_strings(hid_t file, hid_t ds, int64_t n, const char *
   unsigned char *refs = malloc(bytes);
   if (!refs) return cx_fail(CX_ERR_NOMEM, "%s: out of memory", path);
   const char *why = NULL;
-  if (cx_h5_pread(f->fd, refs, bytes, at + f->base) != (long long)bytes)
-    why = "its strings' references run past the end of the file";
-  else if (!cx_h5_vlen_refs_ok(f, refs, (uint64_t)n, 1, &why)) (void)0;
+  bool ok = cx_h5_pread(f->fd, refs, bytes, at + f->base) == (long long)bytes;
+  if (!ok) why = "its strings' references run past the end of the file";
+  else ok = cx_h5_vlen_refs_ok(f, refs, (uint64_t)n, 1, &why);
   free(refs);
   return why ? cx_fail(CX_ERR_FORMAT, "%s: dataset '%s': %s", path, what, why) : CX_OK;
 }

@@ -20,8 +20,6 @@ enum {
   DT_VLEN = 9,
 };
 
-#define GHEAP_MAX ((uint64_t)1 << 28) /* no heap of strings in our files is near 256 MiB */
-
 static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
 static bool fail(const char **why, const char *msg) {
@@ -149,10 +147,17 @@ static bool dataspace_elements(const unsigned char *d, size_t n, uint64_t *count
   return true;
 }
 
-/* Object idx of the collection at addr: its size, or UINT64_MAX; false when the collection
- * cannot be read or walked (libhdf5 would loop or overrun on it). */
-static bool heap_object(const cx_h5_ohdr_file *f, uint64_t addr, unsigned idx, uint64_t *size,
-                        const char **why) {
+/* The global heap collection the references being checked point into, read once for all of
+ * them (a data set's names share a few collections). */
+typedef struct heap_view {
+  uint64_t addr, size;
+  unsigned char *buf;
+} heap_view;
+
+static bool heap_at(const cx_h5_ohdr_file *f, uint64_t addr, heap_view *h, const char **why) {
+  if (h->buf && h->addr == addr) return true;
+  free(h->buf);
+  h->buf = NULL;
   unsigned char hdr[16];
   if (addr >= f->eof || f->eof - addr < sizeof hdr ||
       cx_h5_pread(f->fd, hdr, sizeof hdr, addr) != (long long)sizeof hdr)
@@ -160,32 +165,38 @@ static bool heap_object(const cx_h5_ohdr_file *f, uint64_t addr, unsigned idx, u
   if (memcmp(hdr, "GCOL\001", 5) != 0)
     return fail(why, "a variable-length value points to no global heap collection");
   uint64_t stated = le(hdr + 8, 8);
-  if (stated < sizeof hdr || stated > f->eof - addr || stated > GHEAP_MAX)
+  if (stated < sizeof hdr || stated > f->eof - addr || stated > CX_H5_GHEAP_MAX)
     return fail(why, "a global heap collection larger than the file");
-  unsigned char *b = malloc((size_t)stated);
-  if (!b) return fail(why, "out of memory");
-  bool ok = cx_h5_pread(f->fd, b, (size_t)stated, addr) == (long long)stated &&
-            cx_h5_gheap_walk(b, (size_t)stated, idx, size);
-  free(b);
-  return ok ? true : fail(why, "damaged global heap collection");
+  if (!(h->buf = cx_h5_gheap_read(f->fd, addr, stated))) return fail(why, "out of memory");
+  h->addr = addr, h->size = stated;
+  return true;
+}
+
+/* One reference of a `base`-byte-element value: see cx_h5_vlen_refs_ok. */
+static bool vlen_ref_ok(const cx_h5_ohdr_file *f, const unsigned char *r, uint64_t base,
+                        heap_view *h, const char **why) {
+  uint64_t len = le(r, 4), addr = le(r + 4, 8) + f->base, size;
+  unsigned idx = (unsigned)le(r + 12, 4);
+  if (!len) return true;
+  if (base > f->eof || len > f->eof / (base ? base : 1))
+    return fail(why, "a variable-length value longer than the file");
+  if (!heap_at(f, addr, h, why)) return false;
+  if (!cx_h5_gheap_walk(h->buf, (size_t)h->size, idx, &size))
+    return fail(why, "damaged global heap collection");
+  if (size == UINT64_MAX)
+    return fail(why, "a variable-length value names an object its heap collection lacks");
+  if (size != len * base)
+    return fail(why, "a variable-length value's length differs from its heap object's");
+  return true;
 }
 
 bool cx_h5_vlen_refs_ok(const cx_h5_ohdr_file *f, const unsigned char *refs, uint64_t n,
                         uint64_t base, const char **why) {
-  for (uint64_t i = 0; i < n; i++) {
-    const unsigned char *r = refs + i * VLEN_REF;
-    uint64_t len = le(r, 4), addr = le(r + 4, 8) + f->base, size;
-    unsigned idx = (unsigned)le(r + 12, 4);
-    if (!len) continue;
-    if (base > f->eof || len > f->eof / (base ? base : 1))
-      return fail(why, "a variable-length value longer than the file");
-    if (!heap_object(f, addr, idx, &size, why)) return false;
-    if (size == UINT64_MAX)
-      return fail(why, "a variable-length value names an object its heap collection lacks");
-    if (size != len * base)
-      return fail(why, "a variable-length value's length differs from its heap object's");
-  }
-  return true;
+  heap_view h = {0};
+  bool ok = true;
+  for (uint64_t i = 0; ok && i < n; i++) ok = vlen_ref_ok(f, refs + i * VLEN_REF, base, &h, why);
+  free(h.buf);
+  return ok;
 }
 
 /* The size of one element of a variable-length datatype: its base type's (a string's base is

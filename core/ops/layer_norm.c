@@ -85,7 +85,8 @@ static cx_status ln_train_grad(const cx_grad_ctx *ctx) {
   for (int i = 0; i < n->n_in; i++) ctx->dx[i] = -1;
   if ((n->n_out > 1 && ctx->dy[1] >= 0) || (n->n_out > 2 && ctx->dy[2] >= 0))
     return cx_fail(CX_ERR_UNSUPPORTED, "node '%s' (LayerNormalization): gradients through its "
-                   "Mean and InvStdDev outputs are not implemented", n->name);
+                   "Mean and InvStdDev outputs are refused (no gradient rule: exporters' graphs "
+                   "read only Y)", n->name);
   if (ctx->dy[0] < 0) return CX_OK;
   int in[5] = {ctx->dy[0], n->in[0], n->in[1], n->out[1], n->out[2]};
   int g = cx_grad_node(ctx, "LayerNormGrad", in, 5, 3);
