@@ -141,6 +141,10 @@ static cx_status read_names(cx_dataset *d, hid_t ds, hid_t ft, int64_t n) {
   return s;
 }
 
+/* Bytes one string takes in the file: a variable-length one is a global heap reference (length,
+ * collection address, index: 16 bytes, the only form the guard accepts), a fixed one its size. */
+static size_t stored_size(hid_t ft) { return H5Tis_variable_str(ft) > 0 ? 16 : H5Tget_size(ft); }
+
 static cx_status open_class_names(cx_dataset *d) {
   htri_t has = H5Lexists(d->file, "class_names", H5P_DEFAULT);
   if (has < 0) return cx_h5_fail(CX_ERR_FORMAT, d->path, "/class_names", "H5Lexists");
@@ -158,7 +162,8 @@ static cx_status open_class_names(cx_dataset *d) {
     /* one name per class: bounded as num_classes is, before anything is allocated for them */
     s = cx_fail(CX_ERR_FORMAT, "%s: dataset '/class_names' holds %llu names; expected at most "
                 "%d", d->path, (unsigned long long)n, CX_DATA_MAX_CLASSES);
-  else
+  else if ((s = cx_h5_check_stored(d->file, d->path, ds, "/class_names", 1, &n,
+                                   stored_size(ft))) == CX_OK)
     s = read_names(d, ds, ft, (int64_t)n);
   if (sp >= 0) H5Sclose(sp);
   if (ft >= 0) H5Tclose(ft);
@@ -207,60 +212,6 @@ static cx_status open_checked(cx_dataset *d, const char *name, int rank, bool u8
   return s;
 }
 
-/* Every element of ds (dims[0..rank), elem bytes each) must be in the file: a contiguous dataset
- * stores them all, a chunked one has every chunk written (and, unfiltered, the bytes of all of
- * them). HDF5 reads chunks that were never written as zeros, so without this a few bytes of
- * header could declare 2^40 images, which we would then allocate and read. */
-static cx_status check_stored(const cx_dataset *d, hid_t ds, const char *name, int rank,
-                              const hsize_t *dims, size_t elem) {
-  uint64_t logical = elem;
-  for (int i = 0; i < rank; i++) {
-    if (dims[i] && logical > UINT64_MAX / dims[i]) logical = UINT64_MAX;
-    else logical *= dims[i];
-  }
-  if (logical == 0) return CX_OK;
-  hid_t dcpl = H5Dget_create_plist(ds);
-  if (dcpl < 0) return cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Dget_create_plist");
-  H5D_layout_t layout = H5Pget_layout(dcpl);
-  hsize_t chunk[4] = {0};
-  int nf = H5Pget_nfilters(dcpl);
-  bool chunked = layout == H5D_CHUNKED && H5Pget_chunk(dcpl, rank, chunk) == rank;
-  H5Pclose(dcpl);
-  uint64_t stored = H5Dget_storage_size(ds);
-  cx_status s = CX_OK;
-  if (chunked) {
-    uint64_t want = 1;
-    for (int i = 0; i < rank && chunk[i]; i++) {
-      uint64_t k = dims[i] / chunk[i] + (dims[i] % chunk[i] != 0);
-      want = k && want > UINT64_MAX / k ? UINT64_MAX : want * k;
-    }
-    hsize_t have = 0;
-    hid_t sp = H5Dget_space(ds);
-    herr_t e = sp < 0 ? -1 : H5Dget_num_chunks(ds, sp, &have);
-    if (sp >= 0) H5Sclose(sp);
-    if (e < 0) return cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Dget_num_chunks");
-    if (have != want)
-      s = cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' declares %llu elements in %llu chunks, but "
-                  "the file holds %llu of those chunks (a truncated or damaged file)", d->path,
-                  name, (unsigned long long)(logical / elem), (unsigned long long)want,
-                  (unsigned long long)have);
-  }
-  hsize_t file_bytes = 0;
-  if (H5Fget_filesize(d->file, &file_bytes) < 0)
-    return cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Fget_filesize");
-  /* the storage HDF5 reports is what the file's metadata claims: it too must fit in the file */
-  if (s == CX_OK && stored > file_bytes)
-    s = cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' claims %llu bytes of storage, but the file has "
-                "%llu (a truncated or damaged file)", d->path, name, (unsigned long long)stored,
-                (unsigned long long)file_bytes);
-  if (s == CX_OK && (!chunked || nf == 0) && stored < logical)
-    s = cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' declares %llu bytes, but the file holds %llu of "
-                "them (a truncated or damaged file)", d->path, name,
-                (unsigned long long)logical, (unsigned long long)stored);
-  H5Eclear2(H5E_DEFAULT);
-  return s;
-}
-
 static cx_status open_images(cx_dataset *d) {
   /* Streaming reads whole chunks into the loader's own cache: HDF5's would only copy twice. */
   hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
@@ -280,7 +231,7 @@ static cx_status open_images(cx_dataset *d) {
                    "H, W from 1 to %d and 1 to 4 channels",
                    d->path, d->images_name, (long long)in->n, (long long)in->h,
                    (long long)in->w, (long long)in->c, CX_DATA_MAX_SIDE);
-  CX_TRY(check_stored(d, d->images, d->images_name, 4, dims, 1));
+  CX_TRY(cx_h5_check_stored(d->file, d->path, d->images, d->images_name, 4, dims, 1));
   in->chunk_images = cx_h5_chunk_images(in->h * in->w * in->c);
   hid_t dcpl = H5Dget_create_plist(d->images);
   if (dcpl < 0) return cx_h5_fail(CX_ERR_FORMAT, d->path, d->images_name, "H5Dget_create_plist");
@@ -306,7 +257,7 @@ static cx_status open_labels(cx_dataset *d) {
   if ((int64_t)n != d->info.n)
     s = cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' has %lld labels but '%s' has %lld images",
                 d->path, d->labels_name, (long long)n, d->images_name, (long long)d->info.n);
-  if (s == CX_OK) s = check_stored(d, ds, d->labels_name, 1, &n, elem);
+  if (s == CX_OK) s = cx_h5_check_stored(d->file, d->path, ds, d->labels_name, 1, &n, elem);
   if (s == CX_OK && !(d->labels = malloc((size_t)(n ? n : 1) * sizeof(int64_t))))
     s = cx_fail(CX_ERR_NOMEM, "%s: out of memory for %lld labels", d->path, (long long)n);
   if (s == CX_OK && n && H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,

@@ -37,6 +37,16 @@ const char *cx_h5_guard_refusal(void);
 cx_status cx_h5_guard_vlen_strings(hid_t file, hid_t ds, int64_t n, const char *path,
                                    const char *what);
 
+/* Every element data set ds (dims[0..rank), elem bytes each in the file) declares is in file:
+ * a contiguous or compact data set stores all their bytes, a chunked one has every chunk
+ * written (and, unfiltered, all their bytes), and no storage is larger than the file. HDF5
+ * reads unwritten chunks as zeros, so otherwise a few bytes of header could declare 2^40
+ * elements, which the caller would allocate and read; and libhdf5 1.10 copies a compact data
+ * set that stores fewer bytes than it declares from a NULL buffer (SIGSEGV). path and name for
+ * the message. */
+cx_status cx_h5_check_stored(hid_t file, const char *path, hid_t ds, const char *name, int rank,
+                             const hsize_t *dims, size_t elem);
+
 /* 0 when path is a regular file, else a message naming it ("is a FIFO, not a regular file"). */
 cx_status cx_h5_check_regular(const char *path);
 

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "../core/file_replace.h"
+#include "../data/h5_guard.h"
 #include "../train/crc32c.h"
 #include "distill.h"
 
@@ -254,6 +255,8 @@ static cx_status read_dataset(const char *path, hid_t f, const char *name, hid_t
   size_t bytes = (size_t)*m * (size_t)(k < 0 ? 1 : k) * H5Tget_size(type);
   cx_status s = CX_OK;
   if (!ok) s = cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' is missing or of the wrong shape", path, name);
+  else if ((s = cx_h5_check_stored(f, path, ds, name, rank, dims, H5Tget_size(type))) != CX_OK)
+    ;
   else if (!(*out = malloc(bytes + 8))) s = cx_fail(CX_ERR_NOMEM, "%s: out of memory", path);
   else if (bytes && H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, *out) < 0)
     s = h5_fail(CX_ERR_FORMAT, path, name);

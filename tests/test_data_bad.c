@@ -77,6 +77,10 @@ static void test_limits(void) {
    * (H5Aread copied 16 out of the 5 decoded: ASan heap-buffer-overflow) */
   expect_refused(fixture("fuzz_dataset_vlen_stored_size.h5"), "stored size is not 16",
                  "a variable-length type of 5 bytes");
+  /* found by fuzz_dataset: a compact /class_names of 3 strings that stores 0 bytes (libhdf5
+   * copied the 48 bytes of references from a NULL buffer: SIGSEGV in H5VM_memcpyvv) */
+  expect_refused(fixture("fuzz_dataset_compact_empty.h5"), "declares 48 bytes, but the file "
+                 "holds 0", "a compact dataset without its data");
 }
 
 /* found by fuzz_dataset: a /class_names of 587,202,563 names (the part 'val' reads the file's

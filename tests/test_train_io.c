@@ -743,14 +743,19 @@ static bool set_attr(const char *path, const char *name, hid_t type, hid_t mtype
 }
 
 /* Rewrites /params/conv1.weight ([3,4,5], "f32") as a dataset of file type `type` from `data`
- * (60 values of memory type mtype), keeping its attributes' claim that it is f32. */
-static bool set_weight(const char *path, hid_t type, hid_t mtype, const void *data) {
+ * (60 values of memory type mtype), keeping its attributes' claim that it is f32; stored
+ * compact (in its object header) when `compact`. */
+static bool set_weight_as(const char *path, hid_t type, hid_t mtype, const void *data,
+                          bool compact) {
   hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
   if (f < 0) return false;
   H5Ldelete(f, "params/conv1.weight", H5P_DEFAULT);
   hsize_t dims[3] = {3, 4, 5};
   hid_t sp = H5Screate_simple(3, dims, NULL);
-  hid_t d = H5Dcreate2(f, "params/conv1.weight", type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  if (compact) H5Pset_layout(dcpl, H5D_COMPACT);
+  hid_t d = H5Dcreate2(f, "params/conv1.weight", type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  H5Pclose(dcpl);
   bool ok = d >= 0 && H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
   const char *dt = "f32";
   hid_t st = H5Tcopy(H5T_C_S1), ssp = H5Screate(H5S_SCALAR);
@@ -761,6 +766,24 @@ static bool set_weight(const char *path, hid_t type, hid_t mtype, const void *da
   H5Tclose(st), H5Sclose(ssp), H5Sclose(sp);
   if (d >= 0) H5Dclose(d);
   return H5Fclose(f) >= 0 && ok && reseal(path);
+}
+
+static bool set_weight(const char *path, hid_t type, hid_t mtype, const void *data) {
+  return set_weight_as(path, type, mtype, data, false);
+}
+
+/* Sets the stored size of the compact conv1.weight (240 bytes of f32, its layout message's
+ * version 3, class 0 and size 240 followed by the data) to 0, as fuzz_dataset found it. */
+static bool empty_compact(const char *path, const float *data) {
+  FILE *f = fopen(path, "r+b");
+  static unsigned char b[1 << 16];
+  size_t n = f ? fread(b, 1, sizeof b, f) : 0;
+  const unsigned char layout[4] = {3, 0, 240, 0};
+  long at = -1;
+  for (size_t i = 0; at < 0 && i + 8 <= n; i++)
+    if (!memcmp(b + i, layout, 4) && !memcmp(b + i + 4, data, 4)) at = (long)i + 2;
+  bool ok = f && at >= 0 && fseek(f, at, SEEK_SET) == 0 && fwrite("\0\0", 1, 2, f) == 2;
+  return f && fclose(f) == 0 && ok && reseal(path);
 }
 
 /* Refused naming the file and `what`, with the tensors left as they were; a bad count is
@@ -834,6 +857,14 @@ static void test_hostile(void) {
   CHECK(save(file, &a) == CX_OK && set_weight(file, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, f32),
         "could not edit conv1.weight");
   expect_hostile(file, "an infinite weight", "NaN or an infinity", false);
+  /* a compact weight that stores none of its 240 bytes (libhdf5 copied them from NULL) */
+  memcpy(f32, a.t[0].data, sizeof f32);
+  CHECK(save(file, &a) == CX_OK &&
+            set_weight_as(file, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, f32, true) &&
+            load(file, NULL, &b, NP, NS) == CX_OK && empty_compact(file, f32),
+        "could not make conv1.weight compact, then empty: %s", cx_last_error());
+  expect_hostile(file, "an empty compact weight", "declares 240 bytes, but the file holds 0",
+                 false);
   uint16_t *bf = a.s[3].data; /* the bf16 optimizer state: +inf is 0x7f80 */
   uint16_t keep = bf[1];
   bf[1] = 0x7f80;

@@ -579,6 +579,7 @@ static cx_status check_dataset(const char *path, hid_t ds, const tensor_set *set
                    set->kind, nm, dtype, cx_dtype_name(t->dtype), set->where);
   /* the stored type too: HDF5 would convert an f64 or int dataset labelled "f32" silently */
   hid_t ft = H5Dget_type(ds), want_t = file_type(t->dtype);
+  size_t elem = H5Tget_size(want_t);
   bool same = ft >= 0 && H5Tget_class(ft) == H5Tget_class(want_t) &&
               H5Tget_size(ft) == H5Tget_size(want_t) &&
               (H5Tget_class(ft) != H5T_INTEGER || H5Tget_sign(ft) == H5Tget_sign(want_t));
@@ -600,7 +601,11 @@ static cx_status check_dataset(const char *path, hid_t ds, const tensor_set *set
     return cx_fail(CX_ERR_SHAPE, "%s: %s '%s' has shape %s in the checkpoint but %s in the %s",
                    path, set->kind, nm, cx_shape_str(&file, have), cx_shape_str(&t->shape, want),
                    set->where);
-  return CX_OK;
+  hid_t f = H5Iget_file_id(ds);
+  s = f < 0 ? h5_fail(CX_ERR_FORMAT, path, nm, "H5Iget_file_id")
+            : cx_h5_check_stored(f, path, ds, nm, nd, dims, elem);
+  if (f >= 0) H5Fclose(f);
+  return s;
 }
 
 static cx_status open_dataset(const char *path, hid_t g, const tensor_set *set, int i,
