@@ -28,5 +28,9 @@ int cx_cli_usage_error(const cx_command *c, const char *fmt, const char *arg);
  * number of graph inputs (0 when one is already called "input"). */
 struct cx_graph;
 int cx_cli_rename_input(struct cx_graph *g, char **old);
+/* The spin count OpenMP's barriers wait with before they sleep (cli/omp_env.c). */
+#define CX_GOMP_SPINCOUNT "1000"
+/* Sets it, when the user set no OpenMP waiting policy, by re-executing argv once. */
+void cx_cli_omp_env(char **argv);
 
 #endif

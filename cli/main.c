@@ -27,6 +27,7 @@ static int dispatch(int argc, char **argv);
 int main(int argc, char **argv) {
   /* progress of long runs must reach a log file or pipe as it happens, not when the buffer fills */
   setvbuf(stdout, NULL, _IOLBF, 0);
+  cx_cli_omp_env(argv);
   /* under mpirun (and only there) the job's ranks meet: docs/distributed.md */
   if (cx_dist_init() != CX_OK) return fprintf(stderr, "compress: %s\n", cx_last_error()), 1;
   return cx_dist_finalize(dispatch(argc, argv));

@@ -112,6 +112,28 @@ $py -c "import json; r = json.load(open('$work/bench_train.out')); assert r['ima
   fail "bench train: no throughput in its JSON"
 run 2 bench_usage bench inference resnet20
 
+# ---- OpenMP's waiting policy (cli/omp_env.c): set by re-executing once, unless the user set one ----
+omp_env_of() { # prints what a running bench sees of GOMP_SPINCOUNT, given extra env assignments
+  env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY -u CX_OMP_ENV_SET "$@" "$compress" bench train \
+    "resnet20:classes=10,input=1x16x16" --batch 4 --steps 1000000 >/dev/null 2>&1 &
+  local pid=$! seen=""
+  for _ in $(seq 200); do # until the process has run main (and so has re-executed, or not)
+    seen=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -E '^(GOMP_SPINCOUNT|CX_OMP_ENV_SET)=' | sort | tr '\n' ' ')
+    [[ -n $seen ]] && break
+    sleep 0.05
+  done
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  echo "$seen"
+}
+default=$(omp_env_of) own=$(omp_env_of GOMP_SPINCOUNT=77)
+if [[ $default != "CX_OMP_ENV_SET=1 GOMP_SPINCOUNT=1000 " ]]; then
+  fail "omp env: the default run saw '$default'"
+elif [[ $own != "GOMP_SPINCOUNT=77 " ]]; then
+  fail "omp env: a user's GOMP_SPINCOUNT became '$own'"
+else
+  echo "ok   OpenMP waiting policy: short spin by default, the user's own kept"
+fi
+
 # ---- registered in the help ----
 run 0 help --help
 for c in inspect infer convert export-model models bench; do expect_in help out "  $c"; done
