@@ -235,15 +235,21 @@ static bool attribute_ok(const cx_h5_ohdr_file *f, const unsigned char *m, size_
   return !vlen || cx_h5_vlen_refs_ok(f, m + at, count, vlen_base(dtp, dt), why);
 }
 
-static bool remember_continuation(cx_h5_ohdr_file *f, const unsigned char *m, size_t n) {
-  if (n < 16) return true; /* libhdf5 refuses a continuation message this short */
-  uint64_t addr = le(m, 8) + f->base;
+static bool remember_continuation(cx_h5_ohdr_file *f, const unsigned char *m, size_t n,
+                                  const char **why) {
+  if (n < 16) /* libhdf5 decodes the 16 bytes anyway, from the messages after it */
+    return fail(why, "an object header continuation message too short for its address");
+  uint64_t addr = le(m, 8) + f->base, len = le(m + 8, 8);
+  /* libhdf5 allocates the length stated before it reads the chunk (a mutated one stated
+   * 512 MiB in a 10 KB file) */
+  if (addr > f->eof || len > f->eof - addr)
+    return fail(why, "an object header continuation past the end of the file");
   for (size_t i = 0; i < f->n_cont; i++)
     if (f->cont[i] == addr) return true;
   if (f->n_cont == f->cap) {
     size_t cap = f->cap ? 2 * f->cap : 64;
     uint64_t *c = realloc(f->cont, cap * sizeof *c);
-    if (!c) return false;
+    if (!c) return fail(why, "out of memory");
     f->cont = c, f->cap = cap;
   }
   f->cont[f->n_cont++] = addr;
@@ -263,7 +269,7 @@ static bool messages_ok(cx_h5_ohdr_file *f, const unsigned char *b, size_t n, co
     size_t size = le(b + p + 2, 2);
     if (size > n - p - MSG_HDR) break; /* cut by the read, or corrupt: libhdf5 checks this */
     const unsigned char *m = b + p + MSG_HDR;
-    if (type == MSG_CONT && !remember_continuation(f, m, size)) return fail(why, "out of memory");
+    if (type == MSG_CONT && !remember_continuation(f, m, size, why)) return false;
     if (!(flags & MSG_SHARED) && ((type == MSG_ATTR && !attribute_ok(f, m, size, why)) ||
                                   (type == MSG_DTYPE && !dtype_ok(m, size, why))))
       return false;

@@ -81,6 +81,14 @@ static void test_limits(void) {
    * copied the 48 bytes of references from a NULL buffer: SIGSEGV in H5VM_memcpyvv) */
   expect_refused(fixture("fuzz_dataset_compact_empty.h5"), "declares 48 bytes, but the file "
                  "holds 0", "a compact dataset without its data");
+  /* found by fuzz_dataset: a continuation message of 0 bytes, whose address and length libhdf5
+   * decoded from the messages after it (it then allocated 512 MiB for the chunk) */
+  expect_refused(fixture("fuzz_dataset_short_continuation.h5"), "continuation message too "
+                 "short", "a continuation message of 0 bytes");
+  /* a continuation stating 512 MiB in a 10 KB file (libhdf5 allocates it before the read fails,
+   * and then gives no reason) */
+  expect_refused(fixture("h5_continuation_512M.h5"), "continuation past the end of the file",
+                 "a continuation of 512 MiB");
 }
 
 /* found by fuzz_dataset: a /class_names of 587,202,563 names (the part 'val' reads the file's
