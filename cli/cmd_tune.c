@@ -337,7 +337,12 @@ static void summary(const tuner *tu) {
     printf("%d of the complete trials within max_drop = %g of %s's top-1\n", feasible,
            tu->run.cfg.max_drop, tu->run.reference);
   if (b < 0) return;
-  printf("best: trial %d, %s %.4g: ", b + 1, tu->run.objective, tu->trials[b].value);
+  const cx_tune_trial *best = &tu->trials[b];
+  if (tu->run.cfg.goal == CX_TUNE_GOAL_METRIC)
+    printf("best: trial %d, %s %.4g: ", b + 1, tu->run.objective, best->value);
+  else
+    printf("best: trial %d, %s %.4g, top-1 %.2f%%: ", b + 1,
+           cx_tune_cost_name(tu->run.cfg.cost), best->cost[tu->run.cfg.cost], best->top1);
   print_params(&tu->run.cfg.space, tu->trials[b].x);
   printf("\nresults in %s/trials.jsonl and report.html, the best pipeline in %s/best.toml\n",
          tu->run.root, tu->run.root);
@@ -411,14 +416,20 @@ const cx_command cx_cmd_tune = {
         "    seed = 1\n"
         "    early_stop = \"asha\"             # stop lagging trials by successive halving\n"
         "    objective = \"distill.top1\"      # <stage>.top1, .top5 or .loss (default:\n"
-        "                                    # the last stage's top-1)\n"
+        "                                    # \"top1\", the last stage's top-1); or a cost\n"
+        "                                    # of the final model to minimise: \"macs\",\n"
+        "                                    # \"latency\", \"size\" (docs/tune.md); or\n"
+        "                                    # \"pareto\": top-1 against front = \"latency\"\n"
+        "    max_drop = 1.0                  # with a cost or pareto: feasible trials lose at\n"
+        "    reference = \"distill\"           # most 1 point top-1 against this stage's\n"
         "    \"distill.lr\" = {log = [1e-3, 0.3]}\n"
         "    \"distill.temperature\" = [1.0, 8.0]\n"
         "    \"quantize.epochs\" = {int = [1, 5]}\n"
         "    \"student.spec\" = [\"mobilenet_v2:width=0.5\", \"resnet8\"]   # choices\n"
         "Each trial runs in DIR/trials/NNNN ([run] out_dir, or --out) and takes the stages it\n"
         "does not change from an earlier trial (the teacher trains once). Writes\n"
-        "DIR/trials.jsonl (a line per trial) and DIR/best.toml (the best trial's pipeline).\n"
+        "DIR/trials.jsonl (a line per trial), DIR/report.md and report.html (the trials table,\n"
+        "top-1 against cost with the Pareto front) and DIR/best.toml (the best trial's pipeline).\n"
         "Run the same command again to continue an interrupted tune or to add trials.\n\n"
         "    --out DIR   the output folder (instead of [run] out_dir)\n",
     .run = run,

@@ -80,7 +80,7 @@ static void number(char *buf, size_t size, double v, const char *fmt) {
 
 enum { FIXED = 7, CELL = 96 }; /* columns after the keys */
 static const char *const headers[FIXED] = {"top-1 (%)", "MACs", "latency (ms)", "size (bytes)",
-                                           "status", "time (s)", ""};
+                                           "status", "time (s)", "mark"};
 
 /* The cells of trial i: its number, its keys, then the FIXED columns. */
 static int cells(const table *tb, int i, char (*c)[CELL]) {

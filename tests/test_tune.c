@@ -131,18 +131,26 @@ static void test_trial_record(void) {
                      .value = 81.5, .top1 = 81.5, .top5 = NAN, .loss = 0.5, .seconds = 12.25},
                 r;
   snprintf(t.shared, sizeof t.shared, "teacher");
+  for (int k = 0; k < CX_TUNE_COSTS; k++)
+    t.cost[k] = k == CX_TUNE_COST_LATENCY_ORT ? NAN : 1000.5 * k;
+  t.ref_top1 = 82.25, t.feasible = true;
   CHECK(cx_tune_trial_write(dir, &c.space, &t) == CX_OK, "%s", cx_last_error());
   CHECK(cx_tune_trial_read(dir, &c.space, &r) == CX_OK, "%s", cx_last_error());
   CHECK(r.number == 3 && r.status == CX_TUNE_COMPLETE && r.x[0] == t.x[0] && r.x[1] == 1 &&
         r.value == 81.5 && isnan(r.top5) && r.seconds == 12.25 && !strcmp(r.shared, "teacher"),
         "the record reads back");
+  CHECK(r.ref_top1 == 82.25 && r.cost[CX_TUNE_COST_SIZE] == 2001 &&
+        isnan(r.cost[CX_TUNE_COST_LATENCY_ORT]), "its costs read back: %g %g", r.ref_top1,
+        r.cost[CX_TUNE_COST_SIZE]);
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
   cx_tune_trial_json(f, &c.space, &t, "distill.top1");
   fclose(f);
   CHECK(strstr(text, "\"params\": {\"distill.lr\": 0.01234567889") &&
-        strstr(text, "\"s.k\": \"y\"") && strstr(text, "\"top5\": null"), "json: %s", text);
+        strstr(text, "\"s.k\": \"y\"") && strstr(text, "\"top5\": null") &&
+        strstr(text, "\"size\": 2001.0") && strstr(text, "\"latency_ort\": null") &&
+        strstr(text, "\"reference_top1\": 82.25, \"feasible\": true"), "json: %s", text);
   free(text);
   /* another space: refused */
   cx_tune_config c2;
@@ -315,7 +323,6 @@ static void test_selection(void) {
                        {82, 2, false}, {88, NAN, true}};
   CHECK(cx_tune_best_min(p, 6) == 2, "best_min: %d, expected 2", cx_tune_best_min(p, 6));
   CHECK(cx_tune_best_min(p, 2) == 1 && cx_tune_best_min(p + 3, 2) == -1, "best_min: none");
-  /* a brute-force grid: the best is the minimum over the feasible ones */
   int rank[6];
   cx_tune_pareto_ranks(p, 6, rank);
   /* front: (90, 5), (87, 3), (82, 2), (80, 1); (85, 3) is dominated by (87, 3); NAN last */
@@ -334,7 +341,8 @@ static void test_selection(void) {
   cx_tune_pareto_ranks(q, 5, rq);
   CHECK(rq[0] == 0 && rq[1] == 0 && rq[2] == 0 && rq[3] == 1 && rq[4] == 1, "ranks %d %d %d %d %d",
         rq[0], rq[1], rq[2], rq[3], rq[4]);
-  CHECK(cx_tune_best_pareto(q, 5, rq, true) == 2, "constrained: the cheapest feasible front member");
+  CHECK(cx_tune_best_pareto(q, 5, rq, true) == 2,
+        "constrained: the cheapest feasible front member");
   CHECK(cx_tune_best_pareto(q, 5, rq, false) == 0, "unconstrained: the most accurate");
   CHECK(cx_tune_pareto_score(99, 0) > cx_tune_pareto_score(1, 0) &&
         cx_tune_pareto_score(0, 0) > cx_tune_pareto_score(100, 1), "rank first, then top-1");

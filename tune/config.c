@@ -7,8 +7,8 @@
 #include "tune.h"
 
 static const char *const settings[] = {"trials", "budget", "sampler", "seed", "objective",
-                                       "startup", "early_stop", "min_epochs", "reduction", "max_drop",
-                                       "reference", "front", NULL};
+                                       "startup", "early_stop", "min_epochs", "reduction",
+                                       "max_drop", "reference", "front", NULL};
 
 /* ---- values ---- */
 
