@@ -61,8 +61,13 @@ static cx_status check_state(const tuner *tu, bool fresh) {
   }
   for (int d = 0; d < t->cfg.space.n; d++)
     nodes[n] = t->cfg.space.dims[d].node, names[n++] = t->cfg.space.dims[d].key;
-  char hash[CX_TRAIN_HASH_MAX + 1], path[PATH_MAX_ + 32], line[128] = "";
-  cx_train_config_hash(n, nodes, names, t->objective, hash);
+  char hash[CX_TRAIN_HASH_MAX + 1], path[PATH_MAX_ + 32], line[128] = "", goal[256];
+  /* the objective and its constraint decide what the sampler learnt from */
+  snprintf(goal, sizeof goal, "%s|%s|max_drop=%.17g|reference=%s", t->objective,
+           t->cfg.goal == CX_TUNE_GOAL_PARETO ? cx_tune_cost_name(t->cfg.cost) : "",
+           t->cfg.max_drop, t->reference);
+  cx_train_config_hash(n, nodes, names, t->cfg.goal == CX_TUNE_GOAL_METRIC &&
+                       isnan(t->cfg.max_drop) ? t->objective : goal, hash);
   snprintf(path, sizeof path, "%s/tune.state", t->root);
   FILE *f = fopen(path, "r");
   if (f) {
@@ -83,6 +88,12 @@ static cx_status check_state(const tuner *tu, bool fresh) {
   return cx_file_replace(path, text, strlen(text));
 }
 
+/* A complete trial within max_drop (no max_drop: every complete one). */
+static void set_feasible(const cx_tune_run *t, cx_tune_trial *tr) {
+  tr->feasible = tr->status == CX_TUNE_COMPLETE &&
+                 cx_tune_feasible(tr->top1, tr->ref_top1, t->cfg.max_drop);
+}
+
 /* The trials recorded in root/trials: 0001, 0002, ... as far as they go. */
 static cx_status load_trials(tuner *tu) {
   tu->trials = calloc((size_t)tu->run.cfg.trials + 1, sizeof *tu->trials);
@@ -93,23 +104,53 @@ static cx_status load_trials(tuner *tu) {
     snprintf(rec, sizeof rec, "%s/trial.toml", dir);
     if (access(rec, F_OK)) break;
     CX_TRY(cx_tune_trial_read(dir, &tu->run.cfg.space, &tu->trials[tu->n]));
+    set_feasible(&tu->run, &tu->trials[tu->n]);
   }
   return CX_OK;
 }
 
 /* ---- results ---- */
 
-/* What the sampler maximises: the metric, a loss negated. */
-static double score(const tuner *tu, const cx_tune_trial *t) {
-  return tu->run.metric == CX_TUNE_METRIC_LOSS ? -t->value : t->value;
+/* The trials as selection sees them: the final model's top-1 and the objective's cost (the
+ * front's, for "pareto"); trials not complete have neither. */
+static cx_tune_point *points(const tuner *tu, int n) {
+  cx_tune_point *p = malloc(sizeof *p * (size_t)(n + 1));
+  for (int i = 0; p && i < n; i++) {
+    const cx_tune_trial *t = &tu->trials[i];
+    bool done = t->status == CX_TUNE_COMPLETE;
+    p[i] = (cx_tune_point){done ? t->top1 : NAN, done ? t->cost[tu->run.cfg.cost] : NAN,
+                           t->feasible};
+  }
+  return p;
 }
 
+/* What the sampler maximises for a METRIC or MIN objective: the metric, a loss or a cost
+ * negated. */
+static double score(const tuner *tu, const cx_tune_trial *t) {
+  bool lower = tu->run.cfg.goal == CX_TUNE_GOAL_MIN || tu->run.metric == CX_TUNE_METRIC_LOSS;
+  return lower ? -t->value : t->value;
+}
+
+/* The best trial: the objective's best complete one (METRIC), the smallest feasible cost
+ * (MIN), the front member cx_tune_best_pareto names (PARETO); -1: none. */
 static int best_trial(const tuner *tu) {
-  int best = -1;
-  for (int i = 0; i < tu->n; i++)
-    if (tu->trials[i].status == CX_TUNE_COMPLETE &&
-        (best < 0 || score(tu, &tu->trials[i]) > score(tu, &tu->trials[best])))
-      best = i;
+  const cx_tune_config *c = &tu->run.cfg;
+  if (c->goal == CX_TUNE_GOAL_METRIC) {
+    int best = -1;
+    for (int i = 0; i < tu->n; i++)
+      if (tu->trials[i].status == CX_TUNE_COMPLETE &&
+          (best < 0 || score(tu, &tu->trials[i]) > score(tu, &tu->trials[best])))
+        best = i;
+    return best;
+  }
+  cx_tune_point *p = points(tu, tu->n);
+  int *rank = malloc(sizeof *rank * (size_t)(tu->n + 1)), best = -1;
+  if (p && rank && c->goal == CX_TUNE_GOAL_MIN) best = cx_tune_best_min(p, tu->n);
+  else if (p && rank) {
+    cx_tune_pareto_ranks(p, tu->n, rank);
+    best = cx_tune_best_pareto(p, tu->n, rank, !isnan(c->max_drop));
+  }
+  free(p), free(rank);
   return best;
 }
 
@@ -124,6 +165,7 @@ static cx_status write_results(const tuner *tu) {
     cx_tune_trial_json(o.f, &t->cfg.space, &tu->trials[i], t->objective);
   CX_TRY(cx_file_out_commit(&o));
   int b = best_trial(tu);
+  CX_TRY(cx_tune_report_write(t, tu->trials, tu->n, b));
   if (b < 0) return CX_OK;
   cx_tune_trial_dir(t, tu->trials[b].number, dir, sizeof dir);
   snprintf(path, sizeof path, "%s/best.toml", t->root);
@@ -157,20 +199,47 @@ static double trial_seconds(const tuner *tu) {
   return k ? s / k : 0;
 }
 
-/* A new trial's point: the sampler's, from the complete and pruned trials before it. */
+/* A new trial's point: the sampler's, from the complete and pruned trials before it. With
+ * max_drop the infeasible ones are bad; for "pareto" the score is by non-domination rank among
+ * the complete trials before it (cx_tune_pareto_score). */
 static cx_status sample(const tuner *tu, int index, double *x) {
   cx_tune_obs *obs = malloc(sizeof *obs * (size_t)(index + 1));
-  if (!obs) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  cx_tune_point *p = points(tu, index);
+  int *rank = malloc(sizeof *rank * (size_t)(index + 1));
+  if (!obs || !p || !rank)
+    return free(obs), free(p), free(rank), cx_fail(CX_ERR_NOMEM, "out of memory");
+  bool pareto = tu->run.cfg.goal == CX_TUNE_GOAL_PARETO;
+  if (pareto) cx_tune_pareto_ranks(p, index, rank);
   int n = 0;
   for (int i = 0; i < index; i++) {
     const cx_tune_trial *t = &tu->trials[i];
     bool pruned = t->status == CX_TUNE_PRUNED;
     if ((t->status == CX_TUNE_COMPLETE || pruned) && isfinite(t->value))
-      obs[n++] = (cx_tune_obs){.x = t->x, .value = score(tu, t), .pruned = pruned};
+      obs[n++] = (cx_tune_obs){.x = t->x, .pruned = pruned,
+                               .value = pareto ? cx_tune_pareto_score(t->top1, rank[i])
+                                               : score(tu, t),
+                               .infeasible = !pruned && !t->feasible};
   }
   cx_status s = cx_tune_sample(&tu->run.cfg.space, &tu->run.cfg.sampler, obs, n, index, x);
-  free(obs);
+  free(obs), free(p), free(rank);
   return s;
+}
+
+/* What a complete trial's line says: the objective's value, and with a cost its top-1 and
+ * whether it keeps max_drop. */
+static void print_result(const tuner *tu, const cx_tune_trial *tr) {
+  const cx_tune_run *t = &tu->run;
+  if (t->cfg.goal == CX_TUNE_GOAL_METRIC && isnan(t->cfg.max_drop)) {
+    printf("trial %d: %s %.4g (top-1 %.2f%%) in %.1f s\n", tr->number, t->objective, tr->value,
+           tr->top1, tr->seconds);
+    return;
+  }
+  const char *cost = cx_tune_cost_name(t->cfg.cost);
+  printf("trial %d: %s %.4g, top-1 %.2f%%", tr->number, cost, tr->cost[t->cfg.cost], tr->top1);
+  if (!isnan(t->cfg.max_drop))
+    printf(" (%s %.2f%%, max_drop %g: %s)", t->reference, tr->ref_top1, t->cfg.max_drop,
+           tr->feasible ? "feasible" : "infeasible");
+  printf(" in %.1f s\n", tr->seconds);
 }
 
 /* Runs trial index (new, or "running" from an interrupted tune); *stop: interrupted. */
@@ -181,7 +250,8 @@ static cx_status run_trial(tuner *tu, int index, bool *stop) {
   cx_tune_trial_dir(t, index + 1, dir, sizeof dir);
   if (index == tu->n) { /* new */
     *tr = (cx_tune_trial){.number = index + 1, .status = CX_TUNE_RUNNING, .value = NAN,
-                          .top1 = NAN, .top5 = NAN, .loss = NAN};
+                          .top1 = NAN, .top5 = NAN, .loss = NAN, .ref_top1 = NAN};
+    for (int c = 0; c < CX_TUNE_COSTS; c++) tr->cost[c] = NAN;
     CX_TRY(sample(tu, index, tr->x));
     CX_TRY(cx_cli_make_dirs(dir));
     snprintf(path, sizeof path, "%s/pipeline.toml", dir);
@@ -196,10 +266,9 @@ static cx_status run_trial(tuner *tu, int index, bool *stop) {
   printf("%s%s%s\n", *tr->shared ? " (from an earlier trial: " : "", tr->shared,
          *tr->shared ? ")" : "");
   CX_TRY(cx_tune_trial_exec(t, tu->trials, index, dir, tr, stop));
+  set_feasible(t, tr);
   CX_TRY(cx_tune_trial_write(dir, &t->cfg.space, tr));
-  if (tr->status == CX_TUNE_COMPLETE)
-    printf("trial %d: %s %.4g (top-1 %.2f%%) in %.1f s\n", tr->number, t->objective, tr->value,
-           tr->top1, tr->seconds);
+  if (tr->status == CX_TUNE_COMPLETE) print_result(tu, tr);
   else if (tr->status == CX_TUNE_FAILED)
     printf("trial %d: failed; its output is in %s/log.txt\n", tr->number, dir);
   else if (tr->status == CX_TUNE_PRUNED)
@@ -258,16 +327,43 @@ static cx_status prepare(tuner *tu) {
 }
 
 static void summary(const tuner *tu) {
-  int b = best_trial(tu), done = 0, pruned = 0;
+  int b = best_trial(tu), done = 0, pruned = 0, feasible = 0;
   for (int i = 0; i < tu->n; i++) done += tu->trials[i].status == CX_TUNE_COMPLETE;
   for (int i = 0; i < tu->n; i++) pruned += tu->trials[i].status == CX_TUNE_PRUNED;
+  for (int i = 0; i < tu->n; i++) feasible += tu->trials[i].feasible;
   printf("%d trials (%d complete, %d stopped early) in %.1f s\n", tu->n, done, pruned,
          spent(tu));
+  if (!isnan(tu->run.cfg.max_drop))
+    printf("%d of the complete trials within max_drop = %g of %s's top-1\n", feasible,
+           tu->run.cfg.max_drop, tu->run.reference);
   if (b < 0) return;
-  printf("best: trial %d, %s %.4g: ", b + 1, tu->run.objective, tu->trials[b].value);
+  const cx_tune_trial *best = &tu->trials[b];
+  if (tu->run.cfg.goal == CX_TUNE_GOAL_METRIC)
+    printf("best: trial %d, %s %.4g: ", b + 1, tu->run.objective, best->value);
+  else
+    printf("best: trial %d, %s %.4g, top-1 %.2f%%: ", b + 1,
+           cx_tune_cost_name(tu->run.cfg.cost), best->cost[tu->run.cfg.cost], best->top1);
   print_params(&tu->run.cfg.space, tu->trials[b].x);
-  printf("\nresults in %s/trials.jsonl, the best pipeline in %s/best.toml\n", tu->run.root,
-         tu->run.root);
+  printf("\nresults in %s/trials.jsonl and report.html, the best pipeline in %s/best.toml\n",
+         tu->run.root, tu->run.root);
+}
+
+/* Why a tune that ran has no best trial. */
+static cx_status no_best(const tuner *tu) {
+  const cx_tune_trial *closest = NULL;
+  for (int i = 0; i < tu->n; i++) {
+    const cx_tune_trial *t = &tu->trials[i];
+    if (t->status == CX_TUNE_COMPLETE &&
+        (!closest || t->top1 - t->ref_top1 > closest->top1 - closest->ref_top1))
+      closest = t;
+  }
+  if (!closest)
+    return cx_fail(CX_ERR_ARG, "no trial completed: trials/%04d/log.txt says why the last one "
+                   "failed", tu->n);
+  return cx_fail(CX_ERR_ARG, "no complete trial is within max_drop = %g of %s's top-1 (the "
+                 "closest, trial %d, is %.2f points below): raise max_drop or search smaller "
+                 "compressions; no best.toml", tu->run.cfg.max_drop, tu->run.reference,
+                 closest->number, closest->ref_top1 - closest->top1);
 }
 
 static int parse(int argc, char **argv, tuner *tu) {
@@ -293,9 +389,7 @@ static int run(int argc, char **argv) {
     cx_status s = prepare(tu);
     if (s == CX_OK) s = tune_all(tu, &stop);
     if (tu->n) summary(tu);
-    if (s == CX_OK && !stop && tu->n && best_trial(tu) < 0)
-      s = cx_fail(CX_ERR_ARG, "no trial completed: trials/%04d/log.txt says why the last one "
-                  "failed", tu->n);
+    if (s == CX_OK && !stop && tu->n && best_trial(tu) < 0) s = no_best(tu);
     rc = s != CX_OK ? cx_cli_fail(&cx_cmd_tune) : 0;
     if (!rc && stop) {
       fprintf(stderr, "compress tune: interrupted; run the same command again to continue\n");
@@ -322,14 +416,20 @@ const cx_command cx_cmd_tune = {
         "    seed = 1\n"
         "    early_stop = \"asha\"             # stop lagging trials by successive halving\n"
         "    objective = \"distill.top1\"      # <stage>.top1, .top5 or .loss (default:\n"
-        "                                    # the last stage's top-1)\n"
+        "                                    # \"top1\", the last stage's top-1); or a cost\n"
+        "                                    # of the final model to minimise: \"macs\",\n"
+        "                                    # \"latency\", \"size\" (docs/tune.md); or\n"
+        "                                    # \"pareto\": top-1 against front = \"latency\"\n"
+        "    max_drop = 1.0                  # with a cost or pareto: feasible trials lose at\n"
+        "    reference = \"distill\"           # most 1 point top-1 against this stage's\n"
         "    \"distill.lr\" = {log = [1e-3, 0.3]}\n"
         "    \"distill.temperature\" = [1.0, 8.0]\n"
         "    \"quantize.epochs\" = {int = [1, 5]}\n"
         "    \"student.spec\" = [\"mobilenet_v2:width=0.5\", \"resnet8\"]   # choices\n"
         "Each trial runs in DIR/trials/NNNN ([run] out_dir, or --out) and takes the stages it\n"
         "does not change from an earlier trial (the teacher trains once). Writes\n"
-        "DIR/trials.jsonl (a line per trial) and DIR/best.toml (the best trial's pipeline).\n"
+        "DIR/trials.jsonl (a line per trial), DIR/report.md and report.html (the trials table,\n"
+        "top-1 against cost with the Pareto front) and DIR/best.toml (the best trial's pipeline).\n"
         "Run the same command again to continue an interrupted tune or to add trials.\n\n"
         "    --out DIR   the output folder (instead of [run] out_dir)\n",
     .run = run,

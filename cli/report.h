@@ -176,6 +176,10 @@ typedef struct cx_svg_chart {
 void cx_svg_line_chart(FILE *f, const cx_svg_chart *c);
 /* The same frame with the points of series[0] as dots, point i labelled names[i], no lines. */
 void cx_svg_point_chart(FILE *f, const cx_svg_chart *c, const char *const *names);
+/* Points against each other: every series' points as dots in its colour, with a legend;
+ * series[0]'s labelled names[i] (may be NULL); the later series (a Pareto front, sorted by x)
+ * drawn over it, joined by a line. */
+void cx_svg_scatter_chart(FILE *f, const cx_svg_chart *c, const char *const *names);
 /* Text escaped for XML and HTML (& < > " '). */
 void cx_xml_text(FILE *f, const char *s);
 

@@ -179,3 +179,32 @@ void cx_svg_point_chart(FILE *f, const cx_svg_chart *c, const char *const *names
   }
   fprintf(f, "</svg>\n");
 }
+
+void cx_svg_scatter_chart(FILE *f, const cx_svg_chart *c, const char *const *names) {
+  int width = c->width > 0 ? c->width : 560, height = c->height > 0 ? c->height : 320;
+  frame fr = {.x0 = 64, .y0 = 30, .w = width - 84, .h = height - 80};
+  extent(c, false, &fr.xr);
+  extent(c, true, &fr.yr);
+  pad(&fr.xr, true);
+  pad(&fr.yr, false);
+  fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+          "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" role=\"img\">\n", width, height,
+          width, height);
+  labels(f, c, &fr, width, height);
+  axes(f, &fr);
+  for (int i = 0; c->n_series && i < c->series[0].n; i++) {
+    double x = c->series[0].x[i], y = c->series[0].y[i];
+    if (!isfinite(x) || !isfinite(y)) continue;
+    fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n", px(&fr, x),
+            py(&fr, y), palette[0]);
+    if (names && names[i]) {
+      fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#555\">",
+              px(&fr, x) + 5, py(&fr, y) - 5);
+      cx_xml_text(f, names[i]);
+      fprintf(f, "</text>\n");
+    }
+  }
+  for (int s = 1; s < c->n_series; s++) line(f, &fr, &c->series[s], palette[s % 8]);
+  legend(f, c, &fr);
+  fprintf(f, "</svg>\n");
+}

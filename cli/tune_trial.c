@@ -169,15 +169,33 @@ static cx_status check_dim(const cx_tune_run *t, const char *tmp, int d) {
   return CX_OK;
 }
 
+/* With max_drop: the reference, a stage of the file before the final one, with validation. */
+static cx_status check_reference(cx_tune_run *t, const cx_pipeline *p, int last) {
+  const cx_tune_config *c = &t->cfg;
+  if (isnan(c->max_drop)) return CX_OK;
+  int id = cx_pipeline_stage_find(c->reference);
+  const cx_toml *at = c->reference_node ? c->reference_node : cx_toml_get(cx_toml_get(t->doc,
+                                                                          "tune"), "max_drop");
+  if (id < 0 || !p->stages[id].present || id >= last)
+    return cx_toml_fail(at, CX_ERR_FORMAT, "max_drop counts from the top-1 of reference = "
+                        "\"%s\", which must be a stage of this file before its final one (%s): "
+                        "\"teacher\" or \"distill\" (the default)", cx_printable(c->reference),
+                        p->stages[last].name);
+  snprintf(t->reference, sizeof t->reference, "%s", c->reference);
+  return CX_OK;
+}
+
 /* "<stage>.<metric>", default the last stage's top-1; the stage must be in the file and have
- * validation data. */
+ * validation data. A cost or "pareto" is about the last stage's model and its top-1. */
 static cx_status check_objective(cx_tune_run *t, const cx_pipeline *p) {
   static const char *const metrics[] = {"top1", "top5", "loss"};
   const char *o = t->cfg.objective;
   int last = -1;
   for (int i = 0; i < CX_STAGE_COUNT; i++)
     if (p->stages[i].present) last = i;
-  if (!o) snprintf(t->objective, sizeof t->objective, "%s.top1", p->stages[last].name);
+  t->final_model = cx_stage_defs[last].model;
+  if (t->cfg.goal != CX_TUNE_GOAL_METRIC || !o)
+    snprintf(t->objective, sizeof t->objective, "%s.top1", p->stages[last].name);
   else snprintf(t->objective, sizeof t->objective, "%s", o);
   const char *dot = strchr(t->objective, '.');
   snprintf(t->stage, sizeof t->stage, "%.*s", dot ? (int)(dot - t->objective) : 0, t->objective);
@@ -192,7 +210,9 @@ static cx_status check_objective(cx_tune_run *t, const cx_pipeline *p) {
   if (!p->stages[id].tc.val_path)
     return cx_fail(CX_ERR_FORMAT, "%s: the objective %s is measured on the validation data: add "
                    "[data] val", t->file, t->objective);
-  return CX_OK;
+  if (t->cfg.goal != CX_TUNE_GOAL_METRIC) /* what trials.jsonl and the messages call it */
+    snprintf(t->objective, sizeof t->objective, "%s", o);
+  return check_reference(t, p, last);
 }
 
 cx_status cx_tune_check(cx_tune_run *t) {
@@ -388,22 +408,41 @@ static cx_status spawn(const cx_tune_run *t, const char *file, const char *log, 
   return CX_OK;
 }
 
-/* The objective stage's validation results from the trial's manifest. */
+/* A stage's validation results from the trial's manifest (false: none). */
+static bool stage_val(const cx_pipeline *p, const char *dir, const char *stage,
+                      cx_stage_result *r) {
+  const cx_pipeline_stage *s = &p->stages[cx_pipeline_stage_find(stage)];
+  return cx_pipeline_manifest_read(dir, s->name, "done", s->hash, r) && r->val.n > 0;
+}
+
+/* The objective stage's validation results from the trial's manifest, the reference's top-1,
+ * and the final model's costs from the trial's report.json (which a cost objective needs). */
 static cx_status read_results(const cx_tune_run *t, const char *dir, cx_tune_trial *tr) {
   char path[PATH_MAX_];
   snprintf(path, sizeof path, "%s/pipeline.toml", dir);
   cx_pipeline p;
   CX_TRY(cx_pipeline_load(path, &p));
-  const cx_pipeline_stage *s = &p.stages[cx_pipeline_stage_find(t->stage)];
-  cx_stage_result r;
-  bool ok = cx_pipeline_manifest_read(dir, s->name, "done", s->hash, &r) && r.val.n > 0;
+  cx_stage_result r, ref;
+  bool ok = stage_val(&p, dir, t->stage, &r);
+  bool ref_ok = !*t->reference || stage_val(&p, dir, t->reference, &ref);
   cx_pipeline_free(&p);
-  if (!ok)
-    return cx_fail(CX_ERR_FORMAT, "%s: the %s stage left no validation results", dir, t->stage);
+  if (!ok || !ref_ok)
+    return cx_fail(CX_ERR_FORMAT, "%s: the %s stage left no validation results", dir,
+                   ok ? t->reference : t->stage);
   tr->top1 = r.val.top1, tr->top5 = r.val.top5, tr->loss = r.val.loss;
+  tr->ref_top1 = *t->reference ? ref.val.top1 : NAN;
   tr->value = t->metric == CX_TUNE_METRIC_TOP1   ? r.val.top1
               : t->metric == CX_TUNE_METRIC_TOP5 ? r.val.top5
                                                  : r.val.loss;
+  cx_status s = cx_tune_report_costs(dir, t->final_model, tr->cost);
+  if (t->cfg.goal == CX_TUNE_GOAL_METRIC) return cx_error_clear(), CX_OK; /* costs: if any */
+  CX_TRY(s);
+  double c = tr->cost[t->cfg.cost];
+  if (!isfinite(c))
+    return cx_fail(CX_ERR_FORMAT, "%s/report.json: %s has no %s (the objective's %s): its "
+                   "report could not measure it", dir, t->final_model,
+                   cx_tune_cost_field(t->cfg.cost), cx_tune_cost_name(t->cfg.cost));
+  if (t->cfg.goal == CX_TUNE_GOAL_MIN) tr->value = c;
   return CX_OK;
 }
 
@@ -441,7 +480,8 @@ cx_status cx_tune_trial_exec(const cx_tune_run *t, const cx_tune_trial *those, i
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   *interrupted = stop_signal || (code == 130 && !w.pruned);
   tr->status = CX_TUNE_RUNNING;
-  tr->value = tr->top1 = tr->top5 = tr->loss = NAN;
+  tr->value = tr->top1 = tr->top5 = tr->loss = tr->ref_top1 = NAN;
+  for (int c = 0; c < CX_TUNE_COSTS; c++) tr->cost[c] = NAN;
   if (*interrupted) return CX_OK;
   if (w.pruned) {
     tr->status = CX_TUNE_PRUNED;

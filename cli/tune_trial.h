@@ -20,14 +20,27 @@ typedef struct cx_tune_run {
   char root[CX_CLI_PATH_MAX]; /* the tune's output folder, absolute */
   cx_tune_set paths[4];       /* [data] train, val, [teacher]/[student] onnx made absolute */
   int n_paths;
-  char objective[96]; /* "<stage>.<metric>" */
-  char stage[32];     /* the objective's stage */
+  char objective[96]; /* "<stage>.<metric>", or the cost's name, or "pareto" */
+  char stage[32];     /* the objective's stage (MIN, PARETO: the final one, top-1) */
   int metric;         /* CX_TUNE_METRIC_* */
+  const char *final_model; /* the final stage's model, its name in report.json ("student (INT8)") */
+  char reference[32];  /* with max_drop: the stage whose top-1 it counts from */
   char exe[CX_CLI_PATH_MAX]; /* this program, which runs each trial */
 } cx_tune_run;
 
 /* The trial's folder, root/trials/NNNN. */
 void cx_tune_trial_dir(const cx_tune_run *t, int number, char *buf, size_t size);
+/* The final model's costs (cost[CX_TUNE_COSTS]) from dir/report.json: the numbers the
+ * pipeline's report measured, in its models[] entry named `model` (NAN: null or missing). Fails
+ * when the file or the entry is missing. */
+cx_status cx_tune_report_costs(const char *dir, const char *model, double *cost);
+/* root/report.md and root/report.html (temporary names, renamed): the trials table (keys, top-1,
+ * MACs, latency, size, status, time) and an SVG of top-1 against the front's cost (objective
+ * "pareto": its cost; a minimised cost: that one; else latency), its front highlighted. best:
+ * the index of the best trial (-1: none). */
+cx_status cx_tune_report_write(const cx_tune_run *t, const cx_tune_trial *trials, int n,
+                               int best);
+
 /* Writes the pipeline file of point x, its out_dir `out`, to path (temporary name, renamed). */
 cx_status cx_tune_write_pipeline(const cx_tune_run *t, const double *x, const char *out,
                                  const char *path, const char *comment);

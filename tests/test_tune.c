@@ -131,18 +131,26 @@ static void test_trial_record(void) {
                      .value = 81.5, .top1 = 81.5, .top5 = NAN, .loss = 0.5, .seconds = 12.25},
                 r;
   snprintf(t.shared, sizeof t.shared, "teacher");
+  for (int k = 0; k < CX_TUNE_COSTS; k++)
+    t.cost[k] = k == CX_TUNE_COST_LATENCY_ORT ? NAN : 1000.5 * k;
+  t.ref_top1 = 82.25, t.feasible = true;
   CHECK(cx_tune_trial_write(dir, &c.space, &t) == CX_OK, "%s", cx_last_error());
   CHECK(cx_tune_trial_read(dir, &c.space, &r) == CX_OK, "%s", cx_last_error());
   CHECK(r.number == 3 && r.status == CX_TUNE_COMPLETE && r.x[0] == t.x[0] && r.x[1] == 1 &&
         r.value == 81.5 && isnan(r.top5) && r.seconds == 12.25 && !strcmp(r.shared, "teacher"),
         "the record reads back");
+  CHECK(r.ref_top1 == 82.25 && r.cost[CX_TUNE_COST_SIZE] == 2001 &&
+        isnan(r.cost[CX_TUNE_COST_LATENCY_ORT]), "its costs read back: %g %g", r.ref_top1,
+        r.cost[CX_TUNE_COST_SIZE]);
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
   cx_tune_trial_json(f, &c.space, &t, "distill.top1");
   fclose(f);
   CHECK(strstr(text, "\"params\": {\"distill.lr\": 0.01234567889") &&
-        strstr(text, "\"s.k\": \"y\"") && strstr(text, "\"top5\": null"), "json: %s", text);
+        strstr(text, "\"s.k\": \"y\"") && strstr(text, "\"top5\": null") &&
+        strstr(text, "\"size\": 2001.0") && strstr(text, "\"latency_ort\": null") &&
+        strstr(text, "\"reference_top1\": 82.25, \"feasible\": true"), "json: %s", text);
   free(text);
   /* another space: refused */
   cx_tune_config c2;
@@ -261,7 +269,121 @@ static void test_asha(void) {
   cx_toml_free(doc);
 }
 
+/* ---- objectives ---- */
+
+static void test_objective_config(void) {
+  cx_tune_config c;
+  cx_toml *doc = read_tune("[tune]\nobjective = \"macs\"\nmax_drop = 1.0\n"
+                           "reference = \"teacher\"\n\"a.b\" = [1, 2]\n", &c);
+  if (doc)
+    CHECK(c.goal == CX_TUNE_GOAL_MIN && c.cost == CX_TUNE_COST_MACS && c.max_drop == 1.0 &&
+          !strcmp(c.reference, "teacher"), "macs: goal %d cost %d", (int)c.goal, (int)c.cost);
+  cx_toml_free(doc);
+  doc = read_tune("[tune]\nobjective = \"pareto\"\n\"a.b\" = [1, 2]\n", &c);
+  if (doc)
+    CHECK(c.goal == CX_TUNE_GOAL_PARETO && c.cost == CX_TUNE_COST_LATENCY && isnan(c.max_drop) &&
+          !strcmp(c.reference, "distill"), "pareto: the defaults");
+  cx_toml_free(doc);
+  doc = read_tune("[tune]\nobjective = \"pareto\"\nfront = \"size_gzip\"\nmax_drop = 0\n"
+                  "\"a.b\" = [1, 2]\n", &c);
+  if (doc) CHECK(c.cost == CX_TUNE_COST_SIZE_GZIP && c.max_drop == 0, "front = size_gzip");
+  cx_toml_free(doc);
+  doc = read_tune("[tune]\nobjective = \"top1\"\n\"a.b\" = [1, 2]\n", &c);
+  if (doc) CHECK(c.goal == CX_TUNE_GOAL_METRIC && !c.objective, "top1: the last stage's");
+  cx_toml_free(doc);
+  CHECK(!strcmp(cx_tune_cost_field(CX_TUNE_COST_SIZE), "onnx_bytes") &&
+        !strcmp(cx_tune_cost_field(CX_TUNE_COST_LATENCY), "cpu_ms_batch1"), "report.json keys");
+  bad_tune("[tune]\nmax_drop = 1.0\n\"a.b\" = [1, 2]\n", "t.toml:2:12: 'tune.max_drop': "
+           "max_drop bounds the accuracy a smaller model may lose: it needs objective");
+  bad_tune("[tune]\nobjective = \"distill.top1\"\nmax_drop = 1.0\n\"a.b\" = [1, 2]\n",
+           "it needs objective = \"macs\"");
+  bad_tune("[tune]\nobjective = \"macs\"\nmax_drop = -0.5\n\"a.b\" = [1, 2]\n",
+           "max_drop is points of top-1, 0 or more, found -0.5");
+  bad_tune("[tune]\nobjective = \"flops\"\n\"a.b\" = [1, 2]\n",
+           "t.toml:2:13: 'tune.objective': an objective is \"top1\"");
+  bad_tune("[tune]\nobjective = \"flops\"\n\"a.b\" = [1, 2]\n", "\"latency_ort\"; found "
+           "\"flops\"");
+  bad_tune("[tune]\nobjective = \"macs\"\nreference = \"teacher\"\n\"a.b\" = [1, 2]\n",
+           "reference is what max_drop counts from: set max_drop too");
+  bad_tune("[tune]\nobjective = \"macs\"\nfront = \"size\"\n\"a.b\" = [1, 2]\n",
+           "front is the cost axis of objective = \"pareto\"");
+  bad_tune("[tune]\nobjective = \"pareto\"\nfront = \"speed\"\n\"a.b\" = [1, 2]\n",
+           "front: one of \"macs\"");
+  bad_tune("[tune]\nobjective = \"macs\"\nearly_stop = \"asha\"\n\"a.b\" = [1, 2]\n",
+           "use early_stop = \"none\"");
+}
+
+/* Feasibility, the smallest feasible cost, non-domination ranks and the front's best. */
+static void test_selection(void) {
+  CHECK(cx_tune_feasible(89.0, 90.0, 1.0) && !cx_tune_feasible(88.99, 90.0, 1.0) &&
+        cx_tune_feasible(10, 90, NAN) && !cx_tune_feasible(NAN, 90, 1) &&
+        !cx_tune_feasible(90, NAN, 1), "top1 >= reference - max_drop");
+  /* costs 5, 3, 3, 1, 2: the 1 and the 2 infeasible, the two 3s tie: the more accurate wins */
+  cx_tune_point p[] = {{90, 5, true}, {85, 3, true}, {87, 3, true}, {80, 1, false},
+                       {82, 2, false}, {88, NAN, true}};
+  CHECK(cx_tune_best_min(p, 6) == 2, "best_min: %d, expected 2", cx_tune_best_min(p, 6));
+  CHECK(cx_tune_best_min(p, 2) == 1 && cx_tune_best_min(p + 3, 2) == -1, "best_min: none");
+  int rank[6];
+  cx_tune_pareto_ranks(p, 6, rank);
+  /* front: (90, 5), (87, 3), (82, 2), (80, 1); (85, 3) is dominated by (87, 3); NAN last */
+  int want[] = {0, 1, 0, 0, 0, 6};
+  for (int i = 0; i < 6; i++)
+    CHECK(rank[i] == want[i], "rank of point %d: %d, expected %d", i, rank[i], want[i]);
+  /* ranks against dominance, checked pairwise: a dominated point has a larger rank */
+  for (int i = 0; i < 5; i++)
+    for (int j = 0; j < 5; j++)
+      if (p[j].top1 >= p[i].top1 && p[j].cost <= p[i].cost &&
+          (p[j].top1 > p[i].top1 || p[j].cost < p[i].cost))
+        CHECK(rank[i] > rank[j], "%d dominates %d but ranks %d >= %d", j, i, rank[j], rank[i]);
+  cx_tune_point q[] = {{90, 4, true}, {70, 1, false}, {80, 2, true}, {80, 3, true},
+                       {60, 2, true}};
+  int rq[5];
+  cx_tune_pareto_ranks(q, 5, rq);
+  CHECK(rq[0] == 0 && rq[1] == 0 && rq[2] == 0 && rq[3] == 1 && rq[4] == 1, "ranks %d %d %d %d %d",
+        rq[0], rq[1], rq[2], rq[3], rq[4]);
+  CHECK(cx_tune_best_pareto(q, 5, rq, true) == 2,
+        "constrained: the cheapest feasible front member");
+  CHECK(cx_tune_best_pareto(q, 5, rq, false) == 0, "unconstrained: the most accurate");
+  CHECK(cx_tune_pareto_score(99, 0) > cx_tune_pareto_score(1, 0) &&
+        cx_tune_pareto_score(0, 0) > cx_tune_pareto_score(100, 1), "rank first, then top-1");
+}
+
+/* TPE under a constraint: the best-valued trials are infeasible, so they are bad ones and l(x)
+ * centres on the feasible good ones; the same trials all feasible pull it the other way. */
+static void test_tpe_infeasible(void) {
+  cx_tune_config c;
+  cx_toml *doc = read_tune("[tune]\n\"a.x\" = [0.0, 10.0]\n", &c);
+  if (!doc) return;
+  double xs[20][1];
+  cx_tune_obs obs[20];
+  for (int i = 0; i < 20; i++) { /* 10 high values at x ~ 9, 10 lower ones at x ~ 1 */
+    bool high = i % 2 == 0;
+    xs[i][0] = high ? 9 + 0.05 * i : 1 + 0.05 * i;
+    obs[i] = (cx_tune_obs){.x = xs[i], .value = high ? -1 : -5, .infeasible = high};
+  }
+  c.sampler.n_startup = 10;
+  int near_feasible = 0, near_high = 0;
+  double x;
+  for (int t = 0; t < 20; t++) {
+    cx_tune_sample(&c.space, &c.sampler, obs, 20, 100 + t, &x);
+    near_feasible += x < 5;
+  }
+  for (int i = 0; i < 20; i++) obs[i].infeasible = false;
+  for (int t = 0; t < 20; t++) {
+    cx_tune_sample(&c.space, &c.sampler, obs, 20, 100 + t, &x);
+    near_high += x > 5;
+  }
+  CHECK(near_feasible >= 15, "TPE followed the infeasible trials: %d of 20 near the feasible",
+        near_feasible);
+  CHECK(near_high >= 15, "without the constraint TPE does not follow the best: %d of 20",
+        near_high);
+  cx_toml_free(doc);
+}
+
 int main(void) {
+  test_objective_config();
+  test_selection();
+  test_tpe_infeasible();
   test_asha();
   test_config();
   test_writer();

@@ -7,7 +7,8 @@
 #include "tune.h"
 
 static const char *const settings[] = {"trials", "budget", "sampler", "seed", "objective",
-                                       "startup", "early_stop", "min_epochs", "reduction", NULL};
+                                       "startup", "early_stop", "min_epochs", "reduction",
+                                       "max_drop", "reference", "front", NULL};
 
 /* ---- values ---- */
 
@@ -144,6 +145,82 @@ static cx_status read_dim(const cx_toml *n, cx_tune_dim *d) {
   return read_range(v, d);
 }
 
+/* ---- the objective ---- */
+
+static void cost_list(char *buf, size_t size) {
+  size_t at = 0;
+  for (int k = 0; k < CX_TUNE_COSTS && at < size; k++)
+    at += (size_t)snprintf(buf + at, size - at, "%s\"%s\"", k ? ", " : "",
+                           cx_tune_cost_name((cx_tune_cost)k));
+}
+
+/* front = "<cost>" (PARETO only; default "latency") */
+static cx_status read_front(const cx_toml *t, cx_tune_config *c) {
+  const cx_toml *n = cx_toml_get(t, "front");
+  char list[160];
+  cost_list(list, sizeof list);
+  if (n && c->goal != CX_TUNE_GOAL_PARETO)
+    return cx_toml_fail(n, CX_ERR_FORMAT, "front is the cost axis of objective = \"pareto\"");
+  if (c->goal != CX_TUNE_GOAL_PARETO) return CX_OK;
+  const char *s;
+  CX_TRY(cx_toml_string(t, "front", "latency", &s));
+  int k = cx_tune_cost_find(s);
+  if (k < 0)
+    return cx_toml_fail(n, CX_ERR_FORMAT, "front: one of %s, found \"%s\"", list,
+                        cx_printable(s));
+  c->cost = (cx_tune_cost)k;
+  return CX_OK;
+}
+
+/* max_drop and reference: only with a minimised cost or the front, where accuracy is a
+ * constraint rather than the goal */
+static cx_status read_constraint(const cx_toml *t, cx_tune_config *c) {
+  const cx_toml *d = cx_toml_get(t, "max_drop");
+  c->reference_node = cx_toml_get(t, "reference");
+  c->max_drop = NAN;
+  if (d && c->goal == CX_TUNE_GOAL_METRIC)
+    return cx_toml_fail(d, CX_ERR_FORMAT, "max_drop bounds the accuracy a smaller model may "
+                        "lose: it needs objective = \"macs\", \"latency\", \"size\" (or "
+                        "another cost) or \"pareto\"");
+  if (c->reference_node && !d)
+    return cx_toml_fail(c->reference_node, CX_ERR_FORMAT, "reference is what max_drop counts "
+                        "from: set max_drop too");
+  if (d) {
+    CX_TRY(cx_toml_as_float(d, &c->max_drop));
+    if (!(c->max_drop >= 0) || !isfinite(c->max_drop))
+      return cx_toml_fail(d, CX_ERR_FORMAT, "max_drop is points of top-1, 0 or more, found %g",
+                          c->max_drop);
+  }
+  /* which stage is a valid reference depends on the pipeline: cli checks it */
+  return cx_toml_string(t, "reference", "distill", &c->reference);
+}
+
+/* objective: METRIC ("<stage>.<metric>", "top1", none), a cost name, or "pareto" */
+static cx_status read_objective(const cx_toml *t, cx_tune_config *c) {
+  c->objective_node = cx_toml_get(t, "objective");
+  c->goal = CX_TUNE_GOAL_METRIC;
+  if (c->objective_node) CX_TRY(cx_toml_as_string(c->objective_node, &c->objective));
+  const char *o = c->objective;
+  int k = o ? cx_tune_cost_find(o) : -1;
+  if (o && !strcmp(o, "top1")) c->objective = NULL; /* the last stage's top-1 */
+  else if (k >= 0) c->goal = CX_TUNE_GOAL_MIN, c->cost = (cx_tune_cost)k;
+  else if (o && !strcmp(o, "pareto")) c->goal = CX_TUNE_GOAL_PARETO;
+  else if (o && !strchr(o, '.')) {
+    char list[160];
+    cost_list(list, sizeof list);
+    return cx_toml_fail(c->objective_node, CX_ERR_FORMAT, "an objective is \"top1\", "
+                        "\"<stage>.top1\" (.top5, .loss), \"pareto\" or a cost to minimise: "
+                        "%s; found \"%s\"", list, cx_printable(o));
+  }
+  CX_TRY(read_front(t, c));
+  CX_TRY(read_constraint(t, c));
+  if (c->goal != CX_TUNE_GOAL_METRIC && c->asha)
+    return cx_toml_fail(cx_toml_get(t, "early_stop"), CX_ERR_FORMAT, "early_stop = \"asha\" "
+                        "stops the least accurate trials, which with objective = \"%s\" are "
+                        "often the best ones: use early_stop = \"none\"", o);
+  return CX_OK;
+}
+
 /* ---- settings ---- */
 
 static cx_status read_settings(const cx_toml *t, cx_tune_config *c) {
@@ -181,8 +258,7 @@ static cx_status read_settings(const cx_toml *t, cx_tune_config *c) {
     return cx_toml_fail(cx_toml_get(t, "reduction"), CX_ERR_FORMAT, "a reduction factor of 2 "
                         "to 1000");
   c->reduction = (int)v;
-  c->objective_node = cx_toml_get(t, "objective");
-  if (c->objective_node) CX_TRY(cx_toml_as_string(c->objective_node, &c->objective));
+  CX_TRY(read_objective(t, c));
   c->budget_node = cx_toml_get(t, "budget");
   if (c->budget_node) {
     CX_TRY(cx_tune_parse_duration(c->budget_node, &c->budget_s));

@@ -127,17 +127,17 @@ static double parzen_log(const parzen *pz, const cx_tune_dim *d, double x) {
   return log(fmax(sum, 1e-300));
 }
 
-/* Observations ordered best first (complete before pruned, then the larger value), ties by
- * trial order. */
+/* Observations ordered best first (complete and feasible before pruned or infeasible, then the
+ * larger value), ties by trial order. */
 typedef struct ranked {
   double value;
   int i;
-  bool pruned;
+  bool bad; /* pruned or infeasible: never a good one */
 } ranked;
 
 static int by_value(const void *a, const void *b) {
   const ranked *x = a, *y = b;
-  if (x->pruned != y->pruned) return x->pruned ? 1 : -1;
+  if (x->bad != y->bad) return x->bad ? 1 : -1;
   if (x->value != y->value) return x->value > y->value ? -1 : 1;
   return (x->i > y->i) - (x->i < y->i);
 }
@@ -147,12 +147,13 @@ static cx_status split(const cx_tune_obs *obs, int n, int dim, double *xs, int *
   ranked *order = malloc(sizeof *order * (size_t)n);
   char *good = calloc((size_t)n, 1);
   if (!order || !good) return free(order), free(good), cx_fail(CX_ERR_NOMEM, "out of memory");
-  int complete = 0;
-  for (int i = 0; i < n; i++) order[i] = (ranked){obs[i].value, i, obs[i].pruned};
-  for (int i = 0; i < n; i++) complete += !obs[i].pruned;
+  int complete = 0; /* the ones that may be good */
+  for (int i = 0; i < n; i++)
+    order[i] = (ranked){obs[i].value, i, obs[i].pruned || obs[i].infeasible};
+  for (int i = 0; i < n; i++) complete += !order[i].bad;
   qsort(order, (size_t)n, sizeof *order, by_value);
   int ng = (n + 9) / 10 < 25 ? (n + 9) / 10 : 25;
-  if (ng > complete) ng = complete; /* a pruned trial is never a good one */
+  if (ng > complete) ng = complete; /* a pruned or infeasible trial is never a good one */
   for (int i = 0; i < ng; i++) good[order[i].i] = 1;
   int a = 0, b = ng;
   for (int i = 0; i < n; i++) xs[good[i] ? a++ : b++] = obs[i].x[dim];

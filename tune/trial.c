@@ -31,6 +31,8 @@ cx_status cx_tune_trial_write(const char *dir, const cx_tune_space *sp, const cx
   write_float(f, "top5", t->top5);
   write_float(f, "loss", t->loss);
   write_float(f, "seconds", t->seconds);
+  write_float(f, "reference_top1", t->ref_top1);
+  for (int c = 0; c < CX_TUNE_COSTS; c++) write_float(f, cx_tune_cost_name(c), t->cost[c]);
   fputs("shared = ", f);
   cx_tune_toml_string(f, t->shared);
   fputs("\nrungs = [", f);
@@ -79,6 +81,9 @@ static cx_status read_all(const cx_toml *doc, const cx_tune_space *sp, cx_tune_t
   CX_TRY(cx_toml_float(doc, "top5", NAN, &t->top5));
   CX_TRY(cx_toml_float(doc, "loss", NAN, &t->loss));
   CX_TRY(cx_toml_float(doc, "seconds", 0, &t->seconds));
+  CX_TRY(cx_toml_float(doc, "reference_top1", NAN, &t->ref_top1));
+  for (int c = 0; c < CX_TUNE_COSTS; c++)
+    CX_TRY(cx_toml_float(doc, cx_tune_cost_name(c), NAN, &t->cost[c]));
   CX_TRY(cx_toml_string(doc, "shared", "", &shared));
   snprintf(t->shared, sizeof t->shared, "%s", shared);
   const cx_toml *rungs = cx_toml_get(doc, "rungs");
@@ -124,6 +129,11 @@ void cx_tune_trial_json(FILE *f, const cx_tune_space *sp, const cx_tune_trial *t
   json_number(f, "top5", t->top5);
   json_number(f, "loss", t->loss);
   json_number(f, "seconds", t->seconds);
+  for (int c = 0; c < CX_TUNE_COSTS; c++) json_number(f, cx_tune_cost_name(c), t->cost[c]);
+  json_number(f, "reference_top1", t->ref_top1);
+  fprintf(f, ", \"feasible\": %s", t->status != CX_TUNE_COMPLETE ? "null"
+                                   : t->feasible                 ? "true"
+                                                                 : "false");
   fputs(", \"rungs\": [", f);
   for (int r = 0; r < t->n_rungs; r++) fputs(r ? ", " : "", f), cx_tune_toml_float(f, t->rung[r]);
   fputs("], \"shared\": ", f);

@@ -59,11 +59,44 @@ typedef struct cx_tune_sampler {
   double prior_weight; /* TPE: the weight of the flat prior in each Parzen estimator (1) */
 } cx_tune_sampler;
 
+/* ---- objectives (tune/objective.c) ---- */
+
+/* What a tune optimises. METRIC: a stage's validation top-1, top-5 (maximised) or loss
+ * (minimised). MIN: a cost of the final stage's model, minimised, subject to max_drop. PARETO:
+ * the front of the final model's top-1 against a cost. */
+typedef enum cx_tune_goal { CX_TUNE_GOAL_METRIC, CX_TUNE_GOAL_MIN, CX_TUNE_GOAL_PARETO }
+    cx_tune_goal;
+
+/* The costs of a model, each a number of the pipeline's report.json (its models[] entries). */
+typedef enum cx_tune_cost {
+  CX_TUNE_COST_MACS,           /* "macs": report.json macs */
+  CX_TUNE_COST_MACS_EFFECTIVE, /* "macs_effective": macs_effective (weights not exactly zero) */
+  CX_TUNE_COST_SIZE,           /* "size": onnx_bytes */
+  CX_TUNE_COST_SIZE_GZIP,      /* "size_gzip": onnx_gzip_bytes */
+  CX_TUNE_COST_LATENCY,        /* "latency": cpu_ms_batch1 (compress's runtime, batch 1) */
+  CX_TUNE_COST_LATENCY_ORT,    /* "latency_ort": ort_ms_batch1 (ONNX Runtime, batch 1) */
+  CX_TUNE_COSTS
+} cx_tune_cost;
+
+const char *cx_tune_cost_name(cx_tune_cost c);  /* the objective's name, "macs" */
+const char *cx_tune_cost_field(cx_tune_cost c); /* its report.json key, "onnx_bytes" */
+/* The cost of that name, or -1. */
+int cx_tune_cost_find(const char *name);
+
 typedef struct cx_tune_config {
   int trials;         /* how many trials in all (a resumed tune counts the ones it has) */
   double budget_s;    /* wall time for all trials; 0: none */
-  const char *objective; /* "<stage>.<top1|top5|loss>" as written, or NULL (cli's default) */
+  /* objective = "<stage>.<top1|top5|loss>" or "top1" (METRIC; "top1" and no objective: NULL,
+   * cli's default, the last stage's top-1), a cost name (MIN) or "pareto" (PARETO) */
+  const char *objective;
   const cx_toml *objective_node;
+  cx_tune_goal goal;
+  cx_tune_cost cost;  /* MIN: the cost; PARETO: the front's other axis (front = ..., latency) */
+  /* max_drop: the final model's top-1 may be at most this many points below the reference
+   * stage's (NAN: no constraint); reference: that stage's name (default "distill") */
+  double max_drop;
+  const char *reference;
+  const cx_toml *reference_node;
   const cx_toml *budget_node;
   /* early_stop = "asha": successive halving on the objective stage's per-epoch validation
    * (cx_tune_asha_promote) at rungs of min_epochs * reduction^k epochs */
@@ -90,6 +123,7 @@ typedef struct cx_tune_obs {
   const double *x;
   double value;
   bool pruned;
+  bool infeasible; /* breaks the max_drop constraint: always among TPE's bad ones, like pruned */
 } cx_tune_obs;
 
 /* The point of trial number `trial` (from 0) given the observations so far, into x (one per
@@ -143,6 +177,9 @@ typedef struct cx_tune_trial {
   double x[CX_TUNE_MAX_DIMS]; /* internal coordinates */
   double value;            /* the objective (NAN: none) */
   double top1, top5, loss; /* the objective stage's validation results (NAN: none) */
+  double cost[CX_TUNE_COSTS]; /* the final model's, from its report.json (NAN: none) */
+  double ref_top1;         /* the reference stage's top-1 (NAN: no max_drop, or none) */
+  bool feasible;           /* complete and within max_drop (cli sets it; not in trial.toml) */
   double seconds;          /* wall time of its pipeline run(s) */
   char shared[128];        /* the stages it took from an earlier trial, "teacher distill" */
   double rung[CX_TUNE_MAX_RUNGS]; /* the objective at each rung it reached (early stopping) */
@@ -154,6 +191,32 @@ const char *cx_tune_status_name(cx_tune_status s);
 cx_status cx_tune_trial_write(const char *dir, const cx_tune_space *sp, const cx_tune_trial *t);
 /* Reads dir/trial.toml; its x must have one value per dimension of sp. */
 cx_status cx_tune_trial_read(const char *dir, const cx_tune_space *sp, cx_tune_trial *t);
+/* ---- selection (tune/objective.c) ---- */
+
+/* A complete trial as selection sees it: the final model's top-1, the cost, and whether it
+ * keeps max_drop. */
+typedef struct cx_tune_point {
+  double top1, cost;
+  bool feasible;
+} cx_tune_point;
+
+/* top1 >= ref_top1 - max_drop (always, with max_drop NAN; never, with top1 or ref NAN). */
+bool cx_tune_feasible(double top1, double ref_top1, double max_drop);
+/* The feasible point of smallest cost, ties to the higher top-1, then the earlier; -1: none. */
+int cx_tune_best_min(const cx_tune_point *p, int n);
+/* Non-domination ranks (0: the front) of top-1 (higher better) against cost (lower better): a
+ * point is dominated when another is at least as good in both and better in one. Points with a
+ * non-finite top-1 or cost get rank n (behind all). */
+void cx_tune_pareto_ranks(const cx_tune_point *p, int n, int *rank);
+/* The front member best.toml names (rank[i] == 0): with a constraint (constrained), the
+ * feasible one of smallest cost (ties: higher top-1) — the answer of the constrained MIN
+ * objective, on the front by construction; without, the one of highest top-1 (ties: smaller
+ * cost). -1: none. */
+int cx_tune_best_pareto(const cx_tune_point *p, int n, const int *rank, bool constrained);
+/* What TPE maximises for a PARETO tune: top1 - 1000 * rank, so the split into good and bad is
+ * by non-domination rank first (as Optuna's multi-objective TPE), then by top-1. */
+double cx_tune_pareto_score(double top1, int rank);
+
 /* One JSON line for trials.jsonl: number, status, params, objective, value, results, time. */
 void cx_tune_trial_json(FILE *f, const cx_tune_space *sp, const cx_tune_trial *t,
                         const char *objective);
