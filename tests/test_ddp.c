@@ -4,6 +4,9 @@
  *     128 within 1e-5 (relative to each tensor's largest), and the 20 logged losses (the mean
  *     over all ranks) within 1e-4; the same losses with 2 ranks x 2 accumulated micro-batches of
  *     32;
+ *   - ResNet-20 with sync_bn (synchronised BatchNorm): the same gradient and loss bounds, its
+ *     running statistics compared across the ranks after every step; without sync_bn its
+ *     gradients differ by more than 1e-3, so the bound means something;
  *   - an infinite gradient on rank 1 alone (the test hook CX_TEST_DDP_INF) makes rank 0 skip
  *     that step under dynamic loss scaling too: the overflow decision agrees;
  *   - a parameter perturbed on rank 1 (CX_TEST_DDP_PERTURB) stops both ranks at the next
@@ -79,14 +82,24 @@ static cx_graph *bn_free_cnn(uint64_t seed) {
   return g;
 }
 
-/* worker DATA OUT ACCUM CHECK_EVERY SCALING BATCH: trains, rank 0 writes OUT.grad, OUT.loss
- * (one logged loss a line) and OUT.res ("skipped N"). */
+/* "cnn": the BN-free CNN; "resnet20": ResNet-20 (BatchNorm after every convolution). */
+static cx_graph *model_of(const char *name) {
+  if (!strcmp(name, "cnn")) return bn_free_cnn(7);
+  cx_graph *g = NULL;
+  if (cx_model_build("resnet20:classes=10,input=1x28x28,seed=3", &g, NULL) != CX_OK) return NULL;
+  return g;
+}
+
+/* worker DATA OUT ACCUM CHECK_EVERY SCALING BATCH MODEL SYNC_BN STOP_AFTER: trains (STOP_AFTER
+ * steps, 0: all), rank 0 writes OUT.grad, OUT.loss (one logged loss a line) and OUT.res
+ * ("skipped N"). */
 static int worker(char **argv) {
   if (cx_dist_init() != CX_OK) return fprintf(stderr, "%s\n", cx_last_error()), 1;
   const char *data = argv[0], *out = argv[1];
   int accum = atoi(argv[2]);
   bool scaling = atoi(argv[4]) != 0;
-  cx_graph *model = bn_free_cnn(7);
+  cx_graph *model = model_of(argv[6]);
+  if (!model) return fprintf(stderr, "%s\n", cx_last_error()), cx_dist_finalize(1);
   cx_train_opts o = cx_train_defaults();
   o.train_path = data;
   o.batch_size = atoll(argv[5]);
@@ -102,6 +115,7 @@ static int worker(char **argv) {
   o.log_every = 1;
   o.quiet = true;
   o.diagnostics = false;
+  o.stop_after = atoll(argv[8]);
   o.backend = cx_backend_cpu();
   if (scaling) {
     o.loss_scale_mode = CX_LOSS_SCALE_DYNAMIC;
@@ -116,6 +130,7 @@ static int worker(char **argv) {
   cx_ddp_config dc = cx_ddp_defaults();
   dc.check_every = atoll(argv[3]);
   dc.first_bucket_mb = 0.002; /* several buckets even for this small model */
+  dc.sync_bn = atoi(argv[7]) != 0;
   cx_ddp *d = NULL;
   cx_train_ext ext[2];
   int n = 0;
@@ -147,16 +162,23 @@ static char self_path[1024], dir[64], data[128];
 
 /* Runs the worker on `ranks` ranks (1: without mpirun) with env (or ""), stderr into OUT.err;
  * its exit status. */
-static int launch(int ranks, const char *env, const char *out, int accum, int check_every,
-                  int scaling, int batch) {
+static int launch_model(int ranks, const char *env, const char *out, int accum, int check_every,
+                        int scaling, int batch, const char *model, int sync_bn, int stop_after) {
   char cmd[4096], mpi[1024] = "";
   if (ranks > 1)
     snprintf(mpi, sizeof mpi, "%s --allow-run-as-root --oversubscribe -np %d ", CX_MPIEXEC,
              ranks);
-  snprintf(cmd, sizeof cmd, "%s %s%s worker %s %s/%s %d %d %d %d 2>%s/%s.err", env, mpi, self_path,
-           data, dir, out, accum, check_every, scaling, batch, dir, out);
+  snprintf(cmd, sizeof cmd, "%s %s%s worker %s %s/%s %d %d %d %d %s %d %d 2>%s/%s.err", env, mpi,
+           self_path, data, dir, out, accum, check_every, scaling, batch, model, sync_bn,
+           stop_after, dir, out);
   int rc = system(cmd);
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+/* The BN-free CNN, all steps. */
+static int launch(int ranks, const char *env, const char *out, int accum, int check_every,
+                  int scaling, int batch) {
+  return launch_model(ranks, env, out, accum, check_every, scaling, batch, "cnn", 0, 0);
 }
 
 static int read_losses(const char *out, double *l) {
@@ -169,16 +191,23 @@ static int read_losses(const char *out, double *l) {
   return n;
 }
 
-static void compare_losses(const char *a, const char *b, double tol) {
+/* The losses of a and b; CHECKs both have `steps` of them, returns the largest relative
+ * difference. */
+static double loss_difference(const char *a, const char *b, int steps) {
   double la[MAX_LOG], lb[MAX_LOG];
   int na = read_losses(a, la), nb = read_losses(b, lb);
-  CHECK(na == STEPS && nb == STEPS, "%s: %d losses, %s: %d (expected %d)", a, na, b, nb, STEPS);
+  CHECK(na == steps && nb == steps, "%s: %d losses, %s: %d (expected %d)", a, na, b, nb, steps);
   double worst = 0;
   for (int i = 0; i < na && i < nb; i++) {
     double e = fabs(la[i] - lb[i]) / fmax(fabs(la[i]), 1e-12);
     if (e > worst) worst = e;
   }
   printf("losses %s vs %s: largest relative difference %.2e over %d steps\n", a, b, worst, na);
+  return worst;
+}
+
+static void compare_losses(const char *a, const char *b, double tol) {
+  double worst = loss_difference(a, b, STEPS);
   CHECK(worst <= tol, "losses of %s and %s differ by %.3g (relative) > %g", a, b, worst, tol);
 }
 
@@ -196,11 +225,11 @@ static float *read_grads(const char *out, long *n) {
   return g;
 }
 
-/* Per parameter tensor (shapes from the model), |a - b| <= tol * max |a|. */
-static void compare_grads(const char *a, const char *b, double tol) {
+/* Per parameter tensor (shapes from the model), max |a - b| / max |a|: the largest. */
+static double grad_difference(const char *a, const char *b, const char *model) {
   long na, nb;
   float *ga = read_grads(a, &na), *gb = read_grads(b, &nb);
-  cx_graph *m = bn_free_cnn(7);
+  cx_graph *m = model_of(model);
   long total = 0, at = 0;
   for (int v = 0; v < m->n_values; v++)
     if (m->values[v].kind == CX_VALUE_PARAM) total += (long)cx_shape_numel(&m->values[v].shape);
@@ -220,9 +249,37 @@ static void compare_grads(const char *a, const char *b, double tol) {
     if (big > 0 && diff / big > worst) worst = diff / big;
   }
   printf("gradients %s vs %s: largest relative difference %.2e\n", a, b, worst);
-  CHECK(worst <= tol, "gradients of %s and %s differ by %.3g > %g", a, b, worst, tol);
   free(ga), free(gb);
   cx_graph_free(m);
+  return worst;
+}
+
+static void compare_grads(const char *a, const char *b, double tol) {
+  double worst = grad_difference(a, b, "cnn");
+  CHECK(worst <= tol, "gradients of %s and %s differ by %.3g > %g", a, b, worst, tol);
+}
+
+/* ResNet-20 with synchronised BatchNorm on 2 ranks x 64 against 1 rank x 128: the first step's
+ * gradients within 1e-5, 20 steps' losses within 1e-4; without sync_bn the gradients differ
+ * by far more (each rank normalises with its half's statistics), so the comparison can fail.
+ * The replicas are checked after every step, running statistics included (sync_bn makes them
+ * the same on every rank). */
+static void sync_bn_case(void) {
+  CHECK(launch_model(1, "", "rn_one", 1, 0, 0, 128, "resnet20", 0, 0) == 0, "ResNet-20 on 1 rank "
+        "failed");
+  CHECK(launch_model(2, "", "rn_sync", 1, 1, 0, 128, "resnet20", 1, 0) == 0, "ResNet-20 with "
+        "sync_bn on 2 ranks failed (rn_sync.err)");
+  double g = grad_difference("rn_one", "rn_sync", "resnet20");
+  CHECK(g <= 1e-5, "ResNet-20 gradients with sync_bn on 2 ranks differ from 1 rank's by %.3g > "
+        "1e-5", g);
+  double l = loss_difference("rn_one", "rn_sync", STEPS);
+  CHECK(l <= 1e-4, "ResNet-20 losses with sync_bn on 2 ranks differ from 1 rank's by %.3g > "
+        "1e-4", l);
+  CHECK(launch_model(2, "", "rn_local", 1, 1, 0, 128, "resnet20", 0, 1) == 0, "ResNet-20 without "
+        "sync_bn on 2 ranks failed");
+  double u = grad_difference("rn_one", "rn_local", "resnet20");
+  CHECK(u > 100 * 1e-5, "ResNet-20 gradients without sync_bn on 2 ranks differ from 1 rank's by "
+        "only %.3g: the sync_bn comparison could not tell", u);
 }
 
 static bool file_has(const char *out, const char *ext, const char *text) {
@@ -236,7 +293,7 @@ static bool file_has(const char *out, const char *ext, const char *text) {
 }
 
 int main(int argc, char **argv) {
-  if (argc >= 8 && !strcmp(argv[1], "worker")) return worker(argv + 2);
+  if (argc >= 11 && !strcmp(argv[1], "worker")) return worker(argv + 2);
 #ifndef CX_MPIEXEC
   printf("skipped: this build has no MPI\n");
   return 77;
@@ -265,6 +322,8 @@ int main(int argc, char **argv) {
   CHECK(launch(2, "CX_TEST_DDP_INF=1:2", "inf", 1, 0, 1, 128) == 0, "the overflow run failed");
   CHECK(file_has("inf", "res", "skipped 1\n"), "an infinite gradient on rank 1 at step 2 did not "
         "make rank 0 skip that step too (inf.res)");
+
+  sync_bn_case();
 
   int rc = launch(2, "CX_TEST_DDP_PERTURB=1:3:2", "perturb", 1, 2, 0, 128);
   CHECK(rc != 0, "a perturbed replica went unnoticed");
