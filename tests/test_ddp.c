@@ -25,6 +25,7 @@
 #include "../kernels/cpu/cpu.h"
 #include "../models/layers.h"
 #include "../models/zoo.h"
+#include "../quantize/quantize.h"
 #include "../train/trainer.h"
 #include "check.h"
 #include "fmnist.h"
@@ -35,14 +36,18 @@ enum { STEPS = 20, MAX_LOG = 64 };
 
 typedef struct probe {
   cx_program *train;
+  bool local_observers; /* the test's broken case: the program forgets its replicas */
   int64_t updates;
   FILE *grads;          /* the first step's gradients, raw f32 in parameter order */
   double loss[MAX_LOG]; /* the logged losses */
   int n_loss;
 } probe;
 
+/* Opened after ddp's (it comes after it in the list), so it can undo what ddp told the program. */
 static cx_status probe_opened(void *self, cx_program *p) {
-  ((probe *)self)->train = p;
+  probe *q = self;
+  q->train = p;
+  if (q->local_observers) cx_program_set_replicas(p, NULL);
   return CX_OK;
 }
 
@@ -90,15 +95,36 @@ static cx_graph *model_of(const char *name) {
   return g;
 }
 
+/* MODEL "qat": the BN-free CNN calibrated (on every rank alike, from the whole data) and trained
+ * with QAT, its observers running at every step: *q the extension, whose graph is trained. */
+static cx_status qat_open(const char *data, cx_quant_qat **q) {
+  cx_quant_config c = cx_quant_defaults();
+  c.calibration_batches = 4;
+  c.observe_every = 1;
+  c.freeze_observers_after = 100;
+  c.observer_momentum = 0.5; /* each batch moves the ranges visibly */
+  cx_quant_data d = {.path = data, .batch = 64};
+  cx_graph *model = bn_free_cnn(7), *quantized = NULL, *folded = NULL;
+  cx_quant_plan plan = {0};
+  cx_status s = cx_quant_ptq(model, &c, cx_backend_cpu(), &d, "cnn", &quantized, &folded, &plan);
+  if (s == CX_OK) s = cx_quant_qat_open(folded, &plan, &c, NULL, q);
+  cx_quant_plan_free(&plan);
+  cx_graph_free(model), cx_graph_free(quantized), cx_graph_free(folded);
+  return s;
+}
+
 /* worker DATA OUT ACCUM CHECK_EVERY SCALING BATCH MODEL SYNC_BN STOP_AFTER: trains (STOP_AFTER
  * steps, 0: all), rank 0 writes OUT.grad, OUT.loss (one logged loss a line) and OUT.res
- * ("skipped N"). */
+ * ("skipped N"). CX_TEST_QAT_LOCAL=1: QAT's observers do not reduce (the probe unsets the
+ * program's replicas). */
 static int worker(char **argv) {
   if (cx_dist_init() != CX_OK) return fprintf(stderr, "%s\n", cx_last_error()), 1;
   const char *data = argv[0], *out = argv[1];
   int accum = atoi(argv[2]);
-  bool scaling = atoi(argv[4]) != 0;
-  cx_graph *model = model_of(argv[6]);
+  bool scaling = atoi(argv[4]) != 0, qat = !strcmp(argv[6], "qat");
+  cx_quant_qat *qx = NULL;
+  cx_graph *model = qat ? NULL : model_of(argv[6]);
+  if (qat && qat_open(data, &qx) == CX_OK) model = cx_graph_clone(cx_quant_qat_graph(qx));
   if (!model) return fprintf(stderr, "%s\n", cx_last_error()), cx_dist_finalize(1);
   cx_train_opts o = cx_train_defaults();
   o.train_path = data;
@@ -122,7 +148,7 @@ static int worker(char **argv) {
     o.loss_scaler.scale = 1024;
   }
   char path[512];
-  probe q = {0};
+  probe q = {.local_observers = getenv("CX_TEST_QAT_LOCAL") != NULL};
   if (cx_dist_is_root()) {
     snprintf(path, sizeof path, "%s.grad", out);
     q.grads = fopen(path, "wb");
@@ -132,8 +158,9 @@ static int worker(char **argv) {
   dc.first_bucket_mb = 0.002; /* several buckets even for this small model */
   dc.sync_bn = atoi(argv[7]) != 0;
   cx_ddp *d = NULL;
-  cx_train_ext ext[2];
+  cx_train_ext ext[3];
   int n = 0;
+  if (qx) ext[n++] = cx_quant_qat_ext(qx);
   cx_status s = cx_dist_world() > 1 ? cx_ddp_create(&dc, &d) : CX_OK;
   if (d) ext[n++] = cx_ddp_extension(d);
   ext[n++] = (cx_train_ext){.name = "probe", .self = &q, .opened = probe_opened,
@@ -152,6 +179,7 @@ static int worker(char **argv) {
   }
   if (s != CX_OK) fprintf(stderr, "rank %d: %s\n", cx_dist_rank(), cx_last_error());
   cx_ddp_free(d);
+  cx_quant_qat_close(qx);
   cx_graph_free(model);
   return cx_dist_finalize(s == CX_OK ? 0 : 1);
 }
@@ -236,6 +264,7 @@ static double grad_difference(const char *a, const char *b, const char *model) {
   CHECK(ga && gb && na == total && nb == total, "gradients: %ld and %ld floats, the model has %ld",
         na, nb, total);
   double worst = 0;
+  int at_worst = -1;
   for (int v = 0; ga && gb && na == total && nb == total && v < m->n_values; v++) {
     if (m->values[v].kind != CX_VALUE_PARAM) continue;
     long n = (long)cx_shape_numel(&m->values[v].shape);
@@ -246,9 +275,10 @@ static double grad_difference(const char *a, const char *b, const char *model) {
     }
     at += n;
     CHECK(big > 0, "gradient of %s is zero", m->values[v].name);
-    if (big > 0 && diff / big > worst) worst = diff / big;
+    if (big > 0 && diff / big > worst) worst = diff / big, at_worst = v;
   }
-  printf("gradients %s vs %s: largest relative difference %.2e\n", a, b, worst);
+  printf("gradients %s vs %s: largest relative difference %.2e (%s)\n", a, b, worst,
+         at_worst >= 0 ? m->values[at_worst].name : "-");
   free(ga), free(gb);
   cx_graph_free(m);
   return worst;
@@ -264,6 +294,32 @@ static void compare_grads(const char *a, const char *b, double tol) {
  * by far more (each rank normalises with its half's statistics), so the comparison can fail.
  * The replicas are checked after every step, running statistics included (sync_bn makes them
  * the same on every rank). */
+static bool file_has(const char *out, const char *ext, const char *text) {
+  char path[256], buf[8192] = "";
+  snprintf(path, sizeof path, "%s/%s.%s", dir, out, ext);
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  buf[n] = 0;
+  if (f) fclose(f);
+  return strstr(buf, text) != NULL;
+}
+
+/* QAT on 2 ranks, the replicas (FakeQuantize scales included) checked after every step: the
+ * observers' ranges reduced over the ranks keep the scales identical, and the losses follow 1
+ * rank's; with the observers left local the check stops both ranks naming a scale. */
+static void qat_case(void) {
+  CHECK(launch_model(1, "", "qat_one", 1, 0, 0, 128, "qat", 0, 10) == 0, "QAT on 1 rank failed "
+        "(qat_one.err)");
+  CHECK(launch_model(2, "", "qat_two", 1, 1, 0, 128, "qat", 0, 10) == 0, "QAT on 2 ranks failed "
+        "(qat_two.err): the observer scales differ across the ranks?");
+  double l = loss_difference("qat_one", "qat_two", 10);
+  CHECK(l <= 1e-4, "QAT losses on 2 ranks differ from 1 rank's by %.3g > 1e-4", l);
+  int rc = launch_model(2, "CX_TEST_QAT_LOCAL=1", "qat_local", 1, 1, 0, 128, "qat", 0, 10);
+  CHECK(rc != 0 && file_has("qat_local", "err", "the replicas differ") &&
+        file_has("qat_local", "err", "statistic '"), "QAT with the observers local on 2 ranks "
+        "was not stopped by the replica check naming a statistic (qat_local.err)");
+}
+
 static void sync_bn_case(void) {
   CHECK(launch_model(1, "", "rn_one", 1, 0, 0, 128, "resnet20", 0, 0) == 0, "ResNet-20 on 1 rank "
         "failed");
@@ -280,16 +336,6 @@ static void sync_bn_case(void) {
   double u = grad_difference("rn_one", "rn_local", "resnet20");
   CHECK(u > 100 * 1e-5, "ResNet-20 gradients without sync_bn on 2 ranks differ from 1 rank's by "
         "only %.3g: the sync_bn comparison could not tell", u);
-}
-
-static bool file_has(const char *out, const char *ext, const char *text) {
-  char path[256], buf[8192] = "";
-  snprintf(path, sizeof path, "%s/%s.%s", dir, out, ext);
-  FILE *f = fopen(path, "r");
-  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-  buf[n] = 0;
-  if (f) fclose(f);
-  return strstr(buf, text) != NULL;
 }
 
 int main(int argc, char **argv) {
@@ -324,6 +370,7 @@ int main(int argc, char **argv) {
         "make rank 0 skip that step too (inf.res)");
 
   sync_bn_case();
+  qat_case();
 
   int rc = launch(2, "CX_TEST_DDP_PERTURB=1:3:2", "perturb", 1, 2, 0, 128);
   CHECK(rc != 0, "a perturbed replica went unnoticed");
