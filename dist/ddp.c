@@ -10,7 +10,9 @@
  * divides by the rank count and writes the averages back into the tensors it was handed.
  *
  * The replicas are compared (ddp_check.c) at the start, every check_every steps and at every
- * checkpoint. */
+ * checkpoint. The training program is told it is one of `world` replicas (cx_replicas): what it
+ * reduces itself — synchronised BatchNorm's sums (sync_bn), quantization's observer ranges —
+ * goes through replica_reduce, blocking all-reduces of doubles. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,6 @@
-/* Replica checks: a CRC-32C of every parameter's bytes, rank 0's broadcast, the first
- * parameter that differs anywhere agreed with one all-reduce, so every rank stops together. */
+/* Replica checks: a CRC-32C of every parameter's bytes and of the STATE values that must agree
+ * (observer scales; BatchNorm running statistics with sync_bn), rank 0's broadcast, the first
+ * one that differs anywhere agreed with one all-reduce, so every rank stops together. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
