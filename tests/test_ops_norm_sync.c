@@ -6,7 +6,8 @@
  *     parameter gradients (each its own sums) must add up to the whole batch's;
  *   - replicas whose reduction leaves the sums as they are must give the results of no replicas
  *     bit for bit: the synchronised path does the local path's arithmetic.
- * Both on channels-last activations (the default layout) and on plain ones (CX_LAYOUT=plain). */
+ * On channels-last activations (the default layout), without the fused Relu (CX_FUSE=off), and
+ * on plain activations (CX_LAYOUT=plain). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -229,6 +230,9 @@ static int same_case(const char *layout) {
 
 int main(void) {
   int f = pair_case("default layout") + same_case("default layout");
+  setenv("CX_FUSE", "off", 1); /* the Relu apart: BatchNorm without a fused activation */
+  f += pair_case("unfused") + same_case("unfused");
+  unsetenv("CX_FUSE");
   setenv("CX_LAYOUT", "plain", 1);
   f += pair_case("plain") + same_case("plain");
   printf("%s: %d failure(s)\n", f ? "FAIL" : "PASS", f);
