@@ -142,7 +142,7 @@ static cx_status train_stage(runner *r, cx_stage_run *sr, cx_graph **g, cx_train
   if (st == CX_OK && s->def->begin) st = s->def->begin(sr);
   cx_cli_ddp ddp = {0};
   cx_train_ext dp;
-  if (st == CX_OK) st = cx_cli_ddp_open(&ddp);
+  if (st == CX_OK) st = cx_cli_ddp_open(&ddp, s->tc.sync_bn);
   if (st == CX_OK && ddp.d) { /* last: the other extensions see averaged gradients */
     dp = cx_ddp_extension(ddp.d);
     st = cx_stage_run_add(sr, &dp);

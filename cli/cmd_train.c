@@ -229,7 +229,7 @@ static cx_status train(job *j) {
   int n = 0;
   if (cx_dist_is_root()) ext[n++] = cx_cli_sinks_extension(&j->k);
   if (bn.lambda > 0) ext[n++] = cx_prune_bn_l1_extension(&bn); /* network slimming's penalty */
-  CX_TRY(cx_cli_ddp_open(&j->ddp));
+  CX_TRY(cx_cli_ddp_open(&j->ddp, j->c.sync_bn));
   CX_TRY(cx_cli_ddp_add(&j->ddp, ext, 3, &n)); /* last: the others see averaged gradients */
   o->extensions = ext;
   o->n_extensions = n;

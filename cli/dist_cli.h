@@ -17,8 +17,10 @@ void cx_cli_dist_train_opts(cx_train_opts *o);
 /* The ddp extension of one training run; none (d NULL) in a job of one rank. */
 typedef struct cx_cli_ddp {
   cx_ddp *d;
+  bool sync_bn;
 } cx_cli_ddp;
-cx_status cx_cli_ddp_open(cx_cli_ddp *c);
+/* sync_bn: the training table's (synchronised BatchNorm). */
+cx_status cx_cli_ddp_open(cx_cli_ddp *c, bool sync_bn);
 /* Appends the extension to ext (of capacity cap, *n used) when there is one. */
 cx_status cx_cli_ddp_add(cx_cli_ddp *c, cx_train_ext *ext, int cap, int *n);
 /* One line after training: ranks, bytes reduced per step, waiting for communication. */

@@ -17,6 +17,20 @@ typedef struct cx_stream cx_stream; /* opaque per backend; NULL on the CPU */
  * check_precision which of these it can do. */
 typedef enum cx_precision { CX_PRECISION_F32, CX_PRECISION_BF16, CX_PRECISION_F16 } cx_precision;
 
+/* The replicas of a data-parallel run as a program sees them (installed by the run's
+ * data-parallel extension, dist/ddp.c; core knows no transport). reduce combines n doubles over
+ * every replica in place, with the same result on each; it is collective, so every replica calls
+ * it at the same points of the same program. It is called from the thread that runs the program,
+ * outside OpenMP worker threads. */
+typedef enum cx_reduce_op { CX_REDUCE_SUM, CX_REDUCE_MIN, CX_REDUCE_MAX } cx_reduce_op;
+typedef struct cx_replicas {
+  int count;
+  cx_status (*reduce)(void *user, double *buf, int64_t n, cx_reduce_op op);
+  void *user;
+  /* BatchNormTrain and BatchNormGrad pool their per-channel sums over the replicas (sync_bn) */
+  bool sync_batch_stats;
+} cx_replicas;
+
 typedef struct cx_kernel_args {
   const cx_node *node;
   const cx_tensor *in; /* omitted optional inputs have data == NULL */
@@ -35,6 +49,9 @@ typedef struct cx_kernel_args {
    * not update the running statistics twice); node_index is already the original node's. */
   bool recompute;
   cx_stream *stream;
+  /* The replicas whose batch statistics a BatchNorm pools (synchronised BatchNorm); NULL: this
+   * process's batch alone. Set only in training programs, never during prepare. */
+  const cx_replicas *sync_stats;
 } cx_kernel_args;
 
 /* Memory layouts a kernel accepts besides plain row-major (cx_kernel.layouts). Only 4-D

@@ -43,6 +43,8 @@ struct cx_program {
   int *grad_ready_at;            /* by parameter: node after which its gradient is final */
   cx_grad_ready_fn hook;
   void *hook_user;
+  cx_replicas replicas; /* count 0: none set */
+  bool local_only;      /* diagnosing one replica's step: no collective calls */
   cx_node_timing *timing; /* by node, while profiling */
   int *key_node;          /* by node: the node whose RNG key it uses (recomputed clones); or NULL */
 };
@@ -350,7 +352,11 @@ static cx_kernel_args node_args(const cx_program *p, int i) {
                           .seed = p->seed, .step = p->step,
                           .node_index = p->key_node ? p->key_node[i] : i,
                           .recompute = p->key_node && p->key_node[i] != i,
-                          .stream = p->stream};
+                          .stream = p->stream,
+                          .sync_stats = p->replicas.count > 1 && p->replicas.sync_batch_stats &&
+                                                !p->local_only
+                                            ? &p->replicas
+                                            : NULL};
 }
 
 static void fill_node_tensors(cx_program *p) {
@@ -608,6 +614,14 @@ void cx_program_set_grad_hook(cx_program *p, cx_grad_ready_fn fn, void *user) {
   p->hook_user = user;
 }
 
+void cx_program_set_replicas(cx_program *p, const cx_replicas *r) {
+  p->replicas = r ? *r : (cx_replicas){0};
+}
+
+const cx_replicas *cx_program_replicas(const cx_program *p) {
+  return p->replicas.count > 1 ? &p->replicas : NULL;
+}
+
 cx_tensor *cx_program_tensor(cx_program *p, const char *name) {
   int v = cx_graph_find_value(p->g, name);
   if (v >= 0) return &p->t[v];
@@ -732,20 +746,26 @@ cx_status cx_program_locate_nonfinite(cx_program *p, char *msg, size_t len) {
       return CX_OK;
     }
   int end = p->training ? g->n_nodes : p->n_fwd;
-  for (int i = 0; i < end; i++) {
-    CX_TRY(run_node(p, i));
+  /* a diagnosis may run on one replica alone (its loss went bad): it pools nothing, which
+   * would wait for replicas that never come */
+  p->local_only = true;
+  cx_status s = CX_OK;
+  bool found = false;
+  for (int i = 0; i < end && s == CX_OK && !found; i++) {
+    s = run_node(p, i);
     const cx_node *n = &g->nodes[i];
-    for (int k = 0; k < n->n_out; k++) {
+    for (int k = 0; s == CX_OK && k < n->n_out && !found; k++) {
       if (tensor_finite(p, &p->t[n->out[k]])) continue;
       char sh[CX_SHAPE_STR];
       snprintf(msg, len, "node '%s' (%s, %s pass) produced NaN or Inf in '%s' %s from finite inputs",
                n->name, n->op->name, i < p->n_fwd ? "forward" : "backward",
                g->values[n->out[k]].name, cx_shape_str(&p->t[n->out[k]].shape, sh));
-      return CX_OK;
+      found = true;
     }
   }
-  snprintf(msg, len, "every node's outputs are finite on a re-run");
-  return CX_OK;
+  p->local_only = false;
+  if (s == CX_OK && !found) snprintf(msg, len, "every node's outputs are finite on a re-run");
+  return s;
 }
 
 const cx_backend *cx_program_backend(const cx_program *p) { return p->be; }

@@ -42,6 +42,11 @@ void cx_program_free(cx_program *p);
 cx_status cx_program_forward(cx_program *p);
 cx_status cx_program_backward(cx_program *p);
 void cx_program_set_grad_hook(cx_program *p, cx_grad_ready_fn fn, void *user);
+/* The replicas this training program is one of (backend.h; a copy is kept; NULL: one again).
+ * Extensions find them with cx_program_replicas to reduce what they observe (quantization's
+ * ranges); with sync_batch_stats, BatchNorm's kernels pool their statistics through them. */
+void cx_program_set_replicas(cx_program *p, const cx_replicas *r);
+const cx_replicas *cx_program_replicas(const cx_program *p); /* NULL: one replica */
 /* The counter random ops (Dropout) key their draws with: backward passes run so far (training
  * programs) or forward passes (inference). A resumed run sets it back to the checkpoint's. */
 uint64_t cx_program_step(const cx_program *p);

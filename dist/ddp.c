@@ -10,7 +10,9 @@
  * divides by the rank count and writes the averages back into the tensors it was handed.
  *
  * The replicas are compared (ddp_check.c) at the start, every check_every steps and at every
- * checkpoint. */
+ * checkpoint. The training program is told it is one of `world` replicas (cx_replicas): what it
+ * reduces itself — synchronised BatchNorm's sums (sync_bn), quantization's observer ranges —
+ * goes through replica_reduce, blocking all-reduces of doubles. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,11 +78,30 @@ static cx_status plan_buckets(cx_ddp *d) {
   return CX_OK;
 }
 
+/* The program's reductions (cx_replicas): blocking all-reduces of doubles. */
+static cx_status replica_reduce(void *user, double *buf, int64_t n, cx_reduce_op op) {
+  cx_ddp *d = user;
+  if (n < 0 || n > (1 << 30))
+    return cx_fail(CX_ERR_ARG, "ddp: a reduction of %lld values", (long long)n);
+  double t0 = cx_ddp_now();
+  cx_comm_op o = op == CX_REDUCE_MIN ? CX_COMM_MIN : op == CX_REDUCE_MAX ? CX_COMM_MAX : CX_COMM_SUM;
+  CX_TRY(cx_comm_allreduce_f64(buf, (int)n, o));
+  d->pool_s += cx_ddp_now() - t0;
+  d->pool_calls++;
+  d->pool_bytes += n * (int64_t)sizeof(double);
+  return CX_OK;
+}
+
 static cx_status ddp_opened(void *self, cx_program *train) {
   cx_ddp *d = self;
   d->train = train;
   d->n_params = cx_program_param_count(train);
   d->rank = cx_comm_rank(), d->world = cx_comm_world();
+  /* the program learns that it is one of world replicas, and how they reduce */
+  cx_replicas r = {.count = d->world, .reduce = replica_reduce, .user = d,
+                   .sync_batch_stats = d->c.sync_bn};
+  cx_program_set_replicas(train, &r);
+  CX_TRY(cx_ddp_find_states(d));
   return plan_buckets(d);
 }
 
@@ -219,7 +240,8 @@ void cx_ddp_free(cx_ddp *d) {
     cx_comm_req_free(d->buckets[i].req);
   }
   free(d->buckets), free(d->bucket_of), free(d->offset), free(d->target);
-  free(d->crc), free(d->crc_root);
+  free(d->crc), free(d->crc_root), free(d->host);
+  free(d->state), free(d->state_name);
   free(d);
 }
 
@@ -234,5 +256,7 @@ void cx_ddp_get_stats(const cx_ddp *d, cx_ddp_stats *s) {
   int64_t all = d->reductions * d->n_buckets;
   *s = (cx_ddp_stats){.buckets = d->n_buckets, .bytes_per_step = d->bytes_per_step,
                       .reductions = d->reductions, .checks = d->checks, .wait_s = d->wait_s,
-                      .hidden_frac = all ? (double)d->hidden / (double)all : 0};
+                      .hidden_frac = all ? (double)d->hidden / (double)all : 0,
+                      .pool_calls = d->pool_calls, .pool_bytes = d->pool_bytes,
+                      .pool_s = d->pool_s};
 }

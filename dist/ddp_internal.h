@@ -30,11 +30,19 @@ struct cx_ddp {
   char error[1024];
   int64_t bytes_per_step, reductions, hidden, checks;
   double wait_s;
+  int64_t pool_calls, pool_bytes; /* the program's reductions (cx_replicas) */
+  double pool_s;
+  int n_states;            /* STATE values the replica checks compare (ddp_check.c) */
+  const cx_tensor **state; /* their tensors */
+  const char **state_name;
   uint32_t *crc, *crc_root; /* replica checks: this rank's checksums, rank 0's */
   float *host;              /* room for the largest parameter */
 };
 
 double cx_ddp_now(void);
+/* The STATE values that must agree across the ranks: all but the BatchNorm running statistics,
+ * which are per rank unless sync_bn pools them (observer scales are STATE values). */
+cx_status cx_ddp_find_states(cx_ddp *d);
 /* Compares every parameter across the ranks (collective); a difference fails on every rank,
  * naming the first parameter that differs and the rank. `when` goes into the message. */
 cx_status cx_ddp_check_replicas(cx_ddp *d, const char *when);

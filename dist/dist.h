@@ -39,9 +39,14 @@ typedef struct cx_ddp_config {
   /* Parameters compared across ranks (a checksum) every check_every optimizer steps (0: only at
    * the start and at checkpoints). */
   int64_t check_every;
+  /* Synchronised BatchNorm ([train] sync_bn): every BatchNorm of the training program
+   * normalises with the statistics of the whole global batch, its per-channel sums pooled over
+   * the ranks in forward and backward (kernels/cpu/norm.c); the running statistics are then the
+   * same on every rank and the replica checks compare them. */
+  bool sync_bn;
 } cx_ddp_config;
 
-cx_ddp_config cx_ddp_defaults(void); /* 25 MB, 1 MB, 100 */
+cx_ddp_config cx_ddp_defaults(void); /* 25 MB, 1 MB, 100, no sync_bn */
 
 typedef struct cx_ddp cx_ddp;
 
@@ -52,6 +57,10 @@ typedef struct cx_ddp_stats {
   int64_t checks;          /* parameter comparisons made */
   double wait_s;           /* in before_update, waiting for reductions to finish */
   double hidden_frac;      /* buckets already complete when before_update came (of all) */
+  /* the program's own reductions (cx_replicas): synchronised BatchNorm's sums, quantization's
+   * observer ranges; blocking, inside forward and backward */
+  int64_t pool_calls, pool_bytes;
+  double pool_s;
 } cx_ddp_stats;
 
 cx_status cx_ddp_create(const cx_ddp_config *c, cx_ddp **out);

@@ -29,6 +29,7 @@ struct cx_quant_qat {
   const cx_tensor **value, **scale, **zero; /* per site */
   float *buf;
   size_t cap;
+  double *seen; /* per site {-lo, hi} of this step's batch, reduced over the replicas */
 };
 
 static const char *const state_names[] = {"observer_range", "observer_flags"};
@@ -129,10 +130,12 @@ static cx_status opened(void *self, cx_program *p) {
   int n = q->plan.n;
   q->p = p;
   free(q->value), free(q->scale), free(q->zero);
+  free(q->seen);
   q->value = calloc((size_t)n + 1, sizeof *q->value);
   q->scale = calloc((size_t)n + 1, sizeof *q->scale);
   q->zero = calloc((size_t)n + 1, sizeof *q->zero);
-  if (!q->value || !q->scale || !q->zero) return nomem();
+  q->seen = calloc(2 * (size_t)n + 1, sizeof *q->seen);
+  if (!q->value || !q->scale || !q->zero || !q->seen) return nomem();
   for (int i = 0; i < n; i++) {
     CX_TRY(find(p, q->scale_name[i], &q->scale[i]));
     if (q->zero_name[i]) CX_TRY(find(p, q->zero_name[i], &q->zero[i]));
@@ -175,12 +178,25 @@ static cx_status write_scale(cx_quant_qat *q, int i) {
   return q->zero[i] ? cx_program_write(q->p, q->zero[i], q->plan.s[i].zero) : CX_OK;
 }
 
+/* Each site's batch range; in a data-parallel run the range of the whole global batch (min and
+ * max over the replicas, one all-reduce of 2 doubles a site), so that every rank moves the
+ * same averages and holds the same scales. */
+static cx_status observe_ranges(cx_quant_qat *q) {
+  for (int i = 0; i < q->plan.n; i++) {
+    double lo = INFINITY, hi = -INFINITY;
+    if (leader_act(&q->plan, i)) CX_TRY(batch_range(q, i, &lo, &hi));
+    q->seen[2 * i] = -lo, q->seen[2 * i + 1] = hi;
+  }
+  const cx_replicas *r = cx_program_replicas(q->p);
+  return r ? r->reduce(r->user, q->seen, 2 * (int64_t)q->plan.n, CX_REDUCE_MAX) : CX_OK;
+}
+
 static cx_status observe(cx_quant_qat *q) {
   double m = q->c.observer_momentum;
+  CX_TRY(observe_ranges(q));
   for (int i = 0; i < q->plan.n; i++) {
     if (!leader_act(&q->plan, i)) continue;
-    double lo, hi;
-    CX_TRY(batch_range(q, i, &lo, &hi));
+    double lo = -q->seen[2 * i], hi = q->seen[2 * i + 1];
     if (!(lo <= hi)) continue;
     q->range[2 * i] += m * (fmin(lo, 0) - q->range[2 * i]);
     q->range[2 * i + 1] += m * (fmax(hi, 0) - q->range[2 * i + 1]);
@@ -253,7 +269,7 @@ void cx_quant_qat_close(cx_quant_qat *q) {
     if (q->zero_name) free(q->zero_name[i]);
   }
   free(q->scale_name), free(q->zero_name), free(q->range);
-  free(q->value), free(q->scale), free(q->zero), free(q->buf);
+  free(q->value), free(q->scale), free(q->zero), free(q->buf), free(q->seen);
   cx_quant_plan_free(&q->plan);
   cx_graph_free(q->graph);
   free(q);

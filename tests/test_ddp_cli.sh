@@ -4,6 +4,8 @@
 #   - a run on 1 rank stopped at step 4 resumes on 2 ranks to the end: rank 0 alone writes
 #     (one metrics line per logged step, the model, the checkpoints), the JSON says 2 ranks and
 #     the share of step time spent waiting for communication;
+#   - sync_bn = true: on 1 process (no launcher, so no MPI) the losses are those without it bit
+#     for bit; on 2 ranks the JSON counts the statistics' reductions; a misspelt key is refused;
 #   - compress pipeline on 2 ranks (that model as the teacher, distilled into a ResNet-20):
 #     the stages' files and the report (its stage table: 2 ranks, the communication wait),
 #     rank 0 alone printing;
@@ -85,6 +87,26 @@ steps=$(grep -c '"loss"' "$a/metrics.jsonl")
 lines=$(grep '"loss"' "$a/metrics.jsonl" | grep -o '"step":[0-9]*' | sort | uniq -d | wc -l)
 [[ $lines == 0 ]] || fail "metrics.jsonl repeats steps (both ranks wrote it?): $(cat "$a/metrics.jsonl")"
 [[ $steps -ge 6 ]] || fail "metrics.jsonl has $steps step lines, expected 6"
+
+# ---- sync_bn ----
+sed 's/^\[train\]$/[train]\nsync_bn = true/' "$work/train.toml" >"$work/sync.toml"
+run 0 plain1 train "$work/train.toml" --out "$work/run_p1" --stop-after 4
+run 0 sync1 train "$work/sync.toml" --out "$work/run_s1" --stop-after 4
+# one process: no extension, no MPI; the same losses to the last bit
+diff <(grep -o '"loss":[^,]*' "$work/run_p1/metrics.jsonl") \
+  <(grep -o '"loss":[^,]*' "$work/run_s1/metrics.jsonl") >/dev/null ||
+  fail "sync1: sync_bn on one process changed the losses"
+mpi_run 0 sync2 -np 2 "$compress" train "$work/sync.toml" --out "$work/run_s2" --stop-after 4 --json
+expect_in sync2 out '"sync_bn":true'
+n=$(grep -o '"stat_reductions":[0-9]*' "$work/sync2.out" | cut -d: -f2)
+# 21 BatchNorms (19 and the two projection shortcuts'), 3 poolings each a step (2 forward, 1
+# backward), 4 steps; (4C + 2) doubles each: 25424 bytes a step
+[[ ${n:-0} == 252 ]] || fail "sync2: $n statistics reductions in 4 steps, expected 21 x 3 x 4 = 252"
+expect_in sync2 out '"stat_reduced_bytes":101696'
+sed 's/^sync_bn = true$/sync_bnn = true/' "$work/sync.toml" >"$work/sync_typo.toml"
+run 1 sync_typo train "$work/sync_typo.toml" --out "$work/run_st"
+expect_in sync_typo err "sync_bnn"
+expect_in sync_typo err "sync_bn"
 
 # ---- a pipeline on 2 ranks: the trained model as teacher, distilled into a student ----
 cat >"$work/pipe.toml" <<EOF

@@ -113,14 +113,14 @@ static void test_values(void) {
   cx_train_config_free(&c);
 }
 
-/* [train] loss_scale and checkpoint_segments. */
+/* [train] loss_scale, checkpoint_segments, ema_decay and sync_bn. */
 static void test_memory_keys(void) {
   static const char *const texts[] = {
       "loss_scale = \"dynamic\"\ncheckpoint_segments = \"blocks\"",
       "loss_scale = 1024\ncheckpoint_segments = [\"layer1\", \"layer2.0\"]",
       "loss_scale = \"none\"\ncheckpoint_segments = []",
-      "ema_decay = 0.999\nema_warmup = true"};
-  for (int i = 0; i < 4; i++) {
+      "ema_decay = 0.999\nema_warmup = true", "sync_bn = true"};
+  for (int i = 0; i < 5; i++) {
     char line[200];
     snprintf(line, sizeof line, "epochs = 3\n%s", texts[i]);
     cx_train_config c;
@@ -141,6 +141,7 @@ static void test_memory_keys(void) {
             !o->use_ema, "none");
     if (i == 3)
       CHECK(o->use_ema && o->ema.decay == 0.999f && o->ema.warmup, "ema_decay, ema_warmup");
+    CHECK(c.sync_bn == (i == 4), "sync_bn %d in case %d", c.sync_bn, i);
     cx_train_config_free(&c);
   }
 }
@@ -175,6 +176,8 @@ static void test_errors(void) {
   expect_error(edit(17, "accum_steps = 3"), "17:15", "must divide [data] batch");
   expect_error(edit(17, "accum_steps = 2\nema_decay = 1.5"), "18:13", "out of range");
   expect_error(edit(17, "accum_steps = 2\nema_warmup = true"), "18:14", "needs ema_decay");
+  expect_error(edit(17, "accum_steps = 2\nsync_bn = 1"), "18:11", "'train.sync_bn'");
+  expect_error(edit(17, "accum_steps = 2\nsyncbn = true"), "18:1", "did you mean 'sync_bn'?");
   expect_error(edit(17, "accum_steps = 2\nprecision = \"bf61\""), "18:13",
                "one of \"fp32\", \"bf16\", \"fp16\"");
   expect_error(edit(8, "mean = 0.5"), "8:8", "an array of numbers");

@@ -23,7 +23,7 @@ const char *const cx_train_config_train_keys[] = {
     "min_lr", "step_size", "gamma", "milestones", "pct_start", "div_factor", "final_div_factor",
     "total_steps", "clip_norm", "accum_steps", "label_smoothing", "seed", "checkpoint_every",
     "log_every", "diagnostics", "loss_scale", "checkpoint_segments", "precision", "ema_decay",
-    "ema_warmup", "bn_l1", NULL};
+    "ema_warmup", "bn_l1", "sync_bn", NULL};
 static const char *const run_keys[] = {"out_dir", "threads", "keep_checkpoints", "device", NULL};
 
 /* Keys left out of the config hash: they change no step's numbers. */
@@ -389,6 +389,7 @@ static cx_status read_train(cx_train_config *c, const cx_toml *t, const char *co
                         (long long)o->batch_size);
   CX_TRY(get_float(t, "label_smoothing", 0, 0, false, 0.999, &o->label_smoothing));
   CX_TRY(get_float(t, "bn_l1", 0, 0, false, 1, &c->bn_l1));
+  CX_TRY(cx_toml_bool(t, "sync_bn", false, &c->sync_bn));
   CX_TRY(read_loss_scale(c, t));
   CX_TRY(read_ema(c, t));
   CX_TRY(read_segments(c, t));

@@ -27,6 +27,10 @@ typedef struct cx_train_config {
    * (0: off). The trainer does not know it: the commands add prune/'s extension
    * (cx_prune_bn_l1_extension) to the run when it is set. */
   float bn_l1;
+  /* [train] sync_bn: synchronised BatchNorm across the ranks of a data-parallel run
+   * (docs/distributed.md); the commands hand it to the ddp extension (cx_ddp_config). Nothing
+   * in a run of one process. */
+  bool sync_bn;
   /* A hash of the config minus the keys that do not change what a step computes ([run],
    * train.epochs, train.log_every, train.checkpoint_every, train.diagnostics, data.workers), so
    * that a run resumes after an edit of those, and refuses one of anything else. */

@@ -114,9 +114,11 @@ typedef struct bn_state {
   int threads; /* the scratch holds partial sums for this many */
 } bn_state;
 
-/* X is input x_in (BatchNormGrad: 1). Plain tensors need no state. */
+/* X is input x_in (BatchNormGrad: 1). Plain tensors need no state, only the room for the sums
+ * a synchronised BatchNorm pools (BatchNormTrain and BatchNormGrad; a program learns of its
+ * replicas after compiling, so the room is always there). */
 static cx_status bn_prepare_x(const cx_kernel_args *a, int x_in, void **state, size_t *scratch) {
-  *scratch = 0;
+  *scratch = cx_bn_pool_bytes(a->in[x_in].shape.d[1]);
   if (!cx_tensor_nhwc(&a->in[x_in])) return CX_OK;
   bn_state *s = malloc(sizeof *s);
   if (!s) return cx_fail(CX_ERR_NOMEM, "node '%s': out of memory", a->node->name);
@@ -155,15 +157,24 @@ static cx_status bn_infer_run(const cx_kernel_args *a) {
   return CX_OK;
 }
 
-/* One channel of BatchNormTrain: statistics (two passes, for accuracy), output, running stats. */
-static void bn_train_channel(const cx_kernel_args *a, bn_dims d, int64_t c, float eps) {
+static double channel_sum(const float *x, bn_dims d, int64_t c) {
+  double sum = 0;
+  for (int64_t n = 0; n < d.n; n++) sum += plane_sum(x + (n * d.c + c) * d.s, d.s);
+  return sum;
+}
+
+static double channel_sq_dev(const float *x, bn_dims d, int64_t c, float mean) {
+  double sq = 0;
+  for (int64_t n = 0; n < d.n; n++) sq += plane_sq_dev(x + (n * d.c + c) * d.s, d.s, mean);
+  return sq;
+}
+
+/* Channel c's output, saved statistics and running statistics from its mean and (biased)
+ * variance over m values. */
+static void bn_train_out(const cx_kernel_args *a, bn_dims d, int64_t c, float mean, double var,
+                         double m, float eps) {
   const float *x = cx_f32(&a->in[0]);
   float *y = cx_f32(&a->out[0]);
-  double m = (double)d.n * d.s, sum = 0, sq = 0;
-  for (int64_t n = 0; n < d.n; n++) sum += plane_sum(x + (n * d.c + c) * d.s, d.s);
-  float mean = (float)(sum / m);
-  for (int64_t n = 0; n < d.n; n++) sq += plane_sq_dev(x + (n * d.c + c) * d.s, d.s, mean);
-  double var = sq / m;
   float invstd = (float)(1.0 / sqrt(var + eps));
   float k, b, lo, hi;
   cx_bn_coefficients(cx_f32(&a->in[1])[c], cx_f32(&a->in[2])[c], mean, invstd, &k, &b);
@@ -174,6 +185,40 @@ static void bn_train_channel(const cx_kernel_args *a, bn_dims d, int64_t c, floa
     else plane_affine(x + o, y + o, d.s, k, b);
   }
   cx_bn_save_channel(a, c, mean, invstd, var, m);
+}
+
+/* One channel of BatchNormTrain: statistics (two passes, for accuracy), output, running stats. */
+static void bn_train_channel(const cx_kernel_args *a, bn_dims d, int64_t c, float eps) {
+  const float *x = cx_f32(&a->in[0]);
+  double m = (double)d.n * d.s;
+  float mean = (float)(channel_sum(x, d, c) / m);
+  bn_train_out(a, d, c, mean, channel_sq_dev(x, d, c, mean) / m, m, eps);
+}
+
+/* Synchronised BatchNorm: the same two passes, each channel's sums pooled over the replicas in
+ * between (C + 1 doubles with the count, then C), so every replica normalises with the
+ * statistics of the whole batch. */
+static cx_status bn_train_synced(const cx_kernel_args *a, bn_dims d, float eps) {
+  const float *x = cx_f32(&a->in[0]);
+  double *sum = a->scratch, *sq = sum + d.c + 1;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < d.c; c++) sum[c] = channel_sum(x, d, c);
+  sum[d.c] = (double)d.n * d.s;
+  CX_TRY(cx_bn_pool(a, sum, d.c + 1));
+  double m = sum[d.c];
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < d.c; c++) sq[c] = channel_sq_dev(x, d, c, (float)(sum[c] / m));
+  CX_TRY(cx_bn_pool(a, sq, d.c));
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < d.c; c++) bn_train_out(a, d, c, (float)(sum[c] / m), sq[c] / m, m, eps);
+  return CX_OK;
+}
+
+size_t cx_bn_pool_bytes(int64_t c) { return (2 * (size_t)c + 1) * sizeof(double); }
+
+cx_status cx_bn_pool(const cx_kernel_args *a, double *buf, int64_t n) {
+  const cx_replicas *r = a->sync_stats;
+  return r ? r->reduce(r->user, buf, n, CX_REDUCE_SUM) : CX_OK;
 }
 
 void cx_bn_save_channel(const cx_kernel_args *a, int64_t c, float mean, float invstd, double var,
@@ -190,12 +235,10 @@ void cx_bn_save_channel(const cx_kernel_args *a, int64_t c, float mean, float in
 }
 
 static cx_status bn_train_run(const cx_kernel_args *a) {
-  if (a->state) {
-    cx_bn_nhwc_train(a, bn_threads(a));
-    return CX_OK;
-  }
+  if (a->state) return cx_bn_nhwc_train(a, bn_threads(a));
   bn_dims d = bn_dims_of(&a->in[0]);
   float eps = cx_node_float(a->node, "epsilon", 1e-5f);
+  if (a->sync_stats) return bn_train_synced(a, d, eps);
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < d.c; c++) bn_train_channel(a, d, c, eps);
   return CX_OK;
@@ -203,11 +246,12 @@ static cx_status bn_train_run(const cx_kernel_args *a) {
 
 /* dX = scale * invstd * (dY - mean(dY) - xhat * mean(dY * xhat)), dScale = sum(dY * xhat),
  * dBias = sum(dY), with xhat = (X - mean) * invstd. With a fused activation its gradient, dY
- * masked, is first written into dX and stands for dY. */
-static void bn_grad_channel(const cx_kernel_args *a, bn_dims d, int64_t c) {
+ * masked, is first written into dX and stands for dY. Channel c's sums sum(dY) and
+ * sum(dY * (X - mean)) first: */
+static void grad_sums(const cx_kernel_args *a, bn_dims d, int64_t c, double *sdy, double *sdyx) {
   const float *dy = cx_f32(&a->in[0]), *x = cx_f32(&a->in[1]);
   float mean = cx_f32(&a->in[3])[c], invstd = cx_f32(&a->in[4])[c], lo, hi;
-  double sdy = 0, sdyx = 0, m = (double)d.n * d.s;
+  *sdy = *sdyx = 0;
   if (cx_bn_activation(a->node, &lo, &hi)) {
     float kf, bf;
     cx_bn_coefficients(cx_f32(&a->in[2])[c], cx_f32(&a->in[5])[c], mean, invstd, &kf, &bf);
@@ -219,27 +263,53 @@ static void bn_grad_channel(const cx_kernel_args *a, bn_dims d, int64_t c) {
   }
   for (int64_t n = 0; n < d.n; n++) {
     int64_t o = (n * d.c + c) * d.s;
-    plane_dot(dy + o, x + o, d.s, mean, &sdy, &sdyx);
+    plane_dot(dy + o, x + o, d.s, mean, sdy, sdyx);
   }
+  cx_f32(&a->out[1])[c] = (float)(*sdyx * invstd);
+  cx_f32(&a->out[2])[c] = (float)*sdy;
+}
+
+/* then dX from the sums over m values */
+static void grad_apply(const cx_kernel_args *a, bn_dims d, int64_t c, double sdy, double sdyx,
+                       double m) {
+  const float *x = cx_f32(&a->in[1]);
+  float mean = cx_f32(&a->in[3])[c], invstd = cx_f32(&a->in[4])[c], lo, hi;
+  float *dx = cx_f32(&a->out[0]);
+  const float *dy = cx_bn_activation(a->node, &lo, &hi) ? dx : cx_f32(&a->in[0]);
   float k = cx_f32(&a->in[2])[c] * invstd;
   float kx = (float)(k * invstd * invstd * sdyx / m), b = (float)(-k * sdy / m) + kx * mean;
-  float *dx = cx_f32(&a->out[0]);
   /* dX = k * dY - kx * X + b, with the mean terms folded into b */
   for (int64_t n = 0; n < d.n; n++) {
     int64_t o = (n * d.c + c) * d.s;
     if (dy == dx) plane_grad_in_place(dx + o, x + o, d.s, k, kx, b);
     else plane_grad(dy + o, x + o, dx + o, d.s, k, kx, b);
   }
-  cx_f32(&a->out[1])[c] = (float)(sdyx * invstd);
-  cx_f32(&a->out[2])[c] = (float)sdy;
+}
+
+static void bn_grad_channel(const cx_kernel_args *a, bn_dims d, int64_t c) {
+  double sdy, sdyx;
+  grad_sums(a, d, c, &sdy, &sdyx);
+  grad_apply(a, d, c, sdy, sdyx, (double)d.n * d.s);
+}
+
+/* Synchronised BatchNorm: the sums (and the count) pooled over the replicas, 2C + 1 doubles,
+ * before dX; dScale and dBias stay this replica's, since the gradient reduction averages them
+ * like every parameter's. */
+static cx_status bn_grad_synced(const cx_kernel_args *a, bn_dims d) {
+  double *sums = a->scratch;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < d.c; c++) grad_sums(a, d, c, &sums[c], &sums[d.c + c]);
+  sums[2 * d.c] = (double)d.n * d.s;
+  CX_TRY(cx_bn_pool(a, sums, 2 * d.c + 1));
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < d.c; c++) grad_apply(a, d, c, sums[c], sums[d.c + c], sums[2 * d.c]);
+  return CX_OK;
 }
 
 static cx_status bn_grad_run(const cx_kernel_args *a) {
-  if (a->state) {
-    cx_bn_nhwc_grad(a, bn_threads(a));
-    return CX_OK;
-  }
+  if (a->state) return cx_bn_nhwc_grad(a, bn_threads(a));
   bn_dims d = bn_dims_of(&a->in[1]);
+  if (a->sync_stats) return bn_grad_synced(a, d);
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < d.c; c++) bn_grad_channel(a, d, c);
   return CX_OK;

@@ -136,18 +136,19 @@ static bn_geom geom_of(const cx_tensor *x) {
   return (bn_geom){x->shape.d[0] * x->shape.d[2] * x->shape.d[3], c, c / gcd(c, LANES) * LANES};
 }
 
-/* The scratch: per-thread double partials (2C each), per-thread float lanes (2T each), and six
+/* The scratch: per-thread double partials (2C each), per-thread float lanes (2T each), six
  * tiled per-channel rows (T each): the mean, the coefficients of dX (k, kx, b), and those of the
- * forward normalisation (kf, bf) that a fused activation's gradient recomputes. */
+ * forward normalisation (kf, bf) that a fused activation's gradient recomputes; and the 2C + 1
+ * sums a synchronised BatchNorm pools over the replicas (cx_bn_pool). */
 typedef struct bn_scratch {
-  double *part;
+  double *part, *pool;
   float *lanes, *m, *k, *kx, *b, *kf, *bf;
 } bn_scratch;
 
 size_t cx_bn_nhwc_scratch(int64_t c, int threads) {
   int64_t t = c / gcd(c, LANES) * LANES;
   return (size_t)threads * (2 * (size_t)c * sizeof(double) + 2 * (size_t)t * sizeof(float)) +
-         6 * (size_t)t * sizeof(float);
+         6 * (size_t)t * sizeof(float) + cx_bn_pool_bytes(c);
 }
 
 static bn_scratch scratch_of(const cx_kernel_args *a, const bn_geom *d, int threads) {
@@ -159,6 +160,7 @@ static bn_scratch scratch_of(const cx_kernel_args *a, const bn_geom *d, int thre
   s.b = s.kx + d->t;
   s.kf = s.b + d->t;
   s.bf = s.kf + d->t;
+  s.pool = (double *)(s.bf + d->t); /* 6T + 2T·threads floats: a multiple of 16 */
   return s;
 }
 
@@ -261,38 +263,48 @@ static void train_finish(const cx_kernel_args *a, const bn_scratch *s, int64_t c
   cx_bn_save_channel(a, c, mean, invstd, var, m);
 }
 
-void cx_bn_nhwc_train(const cx_kernel_args *a, int threads) {
+cx_status cx_bn_nhwc_train(const cx_kernel_args *a, int threads) {
   bn_geom d = geom_of(&a->in[0]);
   bn_scratch s = scratch_of(a, &d, threads);
   const float *x = cx_f32(&a->in[0]);
   float *y = cx_f32(&a->out[0]);
   float eps = cx_node_float(a->node, "epsilon", 1e-5f), lo, hi;
   bool act = cx_bn_activation(a->node, &lo, &hi);
-  double m = (double)d.rows;
+  double m = (double)d.rows, *sum = s.pool, *sq = s.pool + d.c + 1;
   bool v = cx_cpu_avx512();
+  cx_status st = CX_OK;
+  /* the channel sums are pooled over the replicas (synchronised BatchNorm) by thread 0, which
+   * is the thread that runs the program (collective calls come from it alone) */
 #pragma omp parallel num_threads(threads)
   {
     int nt = omp_get_num_threads();
     partial_sums(&s, &d, x, NULL, 0, v);
 #pragma omp barrier
-#pragma omp single
-    {
-      for (int64_t c = 0; c < d.c; c++) s.m[c] = (float)(reduce(&s, &d, nt, 0, c) / m);
+    if (omp_get_thread_num() == 0) {
+      for (int64_t c = 0; c < d.c; c++) sum[c] = reduce(&s, &d, nt, 0, c);
+      sum[d.c] = m;
+      st = cx_bn_pool(a, sum, d.c + 1);
+      m = sum[d.c];
+      for (int64_t c = 0; c < d.c; c++) s.m[c] = (float)(sum[c] / m);
       tile(s.m, &d);
     }
+#pragma omp barrier
     partial_sums(&s, &d, x, s.m, 1, v);
 #pragma omp barrier
-#pragma omp single
-    {
-      for (int64_t c = 0; c < d.c; c++) train_finish(a, &s, c, reduce(&s, &d, nt, 1, c) / m, m, eps);
+    if (omp_get_thread_num() == 0) {
+      for (int64_t c = 0; c < d.c; c++) sq[c] = reduce(&s, &d, nt, 1, c);
+      if (st == CX_OK) st = cx_bn_pool(a, sq, d.c);
+      for (int64_t c = 0; c < d.c; c++) train_finish(a, &s, c, sq[c] / m, m, eps);
       tile(s.k, &d);
       tile(s.b, &d);
     }
+#pragma omp barrier
     int64_t f0, f1;
     thread_span(&d, &f0, &f1);
     if (act) PICK(v, affine_clamp, x + f0, y + f0, f1 - f0, d.t, s.k, s.b, lo, hi);
     else PICK(v, affine, x + f0, y + f0, f1 - f0, d.t, s.k, s.b);
   }
+  return st;
 }
 
 /* The forward's normalisation coefficients, as train_finish made them, tiled. */
@@ -308,7 +320,7 @@ static void forward_coefficients(const cx_kernel_args *a, const bn_scratch *s, c
 /* BatchNormGrad (dY, X, scale, mean, invstd[, B]) -> (dX, dScale, dBias); the algebra of norm.c's
  * bn_grad_channel: dX = k * dY - kx * X + b with the mean terms folded into b. With a fused
  * activation, dY masked by it (recomputed from X and the forward's coefficients) stands for dY. */
-void cx_bn_nhwc_grad(const cx_kernel_args *a, int threads) {
+cx_status cx_bn_nhwc_grad(const cx_kernel_args *a, int threads) {
   bn_geom d = geom_of(&a->in[1]);
   bn_scratch s = scratch_of(a, &d, threads);
   const float *dy = cx_f32(&a->in[0]), *x = cx_f32(&a->in[1]), *scale = cx_f32(&a->in[2]);
@@ -321,26 +333,33 @@ void cx_bn_nhwc_grad(const cx_kernel_args *a, int threads) {
   memcpy(s.m, mean, sizeof(float) * (size_t)d.c);
   tile(s.m, &d);
   if (act) forward_coefficients(a, &s, &d);
+  cx_status st = CX_OK;
 #pragma omp parallel num_threads(threads)
   {
     int nt = omp_get_num_threads();
     partial_dots(&s, &d, dy, x, act, v);
 #pragma omp barrier
-#pragma omp single
-    {
+    if (omp_get_thread_num() == 0) { /* the program's thread: it pools (cx_bn_nhwc_train) */
+      double *sdy = s.pool, *sdyx = s.pool + d.c;
       for (int64_t c = 0; c < d.c; c++) {
-        double sdy = reduce(&s, &d, nt, 0, c), sdyx = reduce(&s, &d, nt, 1, c);
-        float is = invstd[c], k = scale[c] * is, kx = (float)(k * is * is * sdyx / m);
+        sdy[c] = reduce(&s, &d, nt, 0, c), sdyx[c] = reduce(&s, &d, nt, 1, c);
+        cx_f32(&a->out[1])[c] = (float)(sdyx[c] * invstd[c]); /* this replica's, as norm.c's */
+        cx_f32(&a->out[2])[c] = (float)sdy[c];
+      }
+      s.pool[2 * d.c] = m;
+      st = cx_bn_pool(a, s.pool, 2 * d.c + 1);
+      m = s.pool[2 * d.c];
+      for (int64_t c = 0; c < d.c; c++) {
+        float is = invstd[c], k = scale[c] * is, kx = (float)(k * is * is * sdyx[c] / m);
         s.k[c] = k;
         s.kx[c] = kx;
-        s.b[c] = (float)(-k * sdy / m) + kx * mean[c];
-        cx_f32(&a->out[1])[c] = (float)(sdyx * is);
-        cx_f32(&a->out[2])[c] = (float)sdy;
+        s.b[c] = (float)(-k * sdy[c] / m) + kx * mean[c];
       }
       tile(s.k, &d);
       tile(s.kx, &d);
       tile(s.b, &d);
     }
+#pragma omp barrier
     int64_t f0, f1;
     thread_span(&d, &f0, &f1);
     if (act)
@@ -349,4 +368,5 @@ void cx_bn_nhwc_grad(const cx_kernel_args *a, int threads) {
     else PICK(v, grad, dy + f0, x + f0, dx + f0, f1 - f0, d.t, s.k, s.kx, s.b);
   }
   (void)v;
+  return st;
 }
