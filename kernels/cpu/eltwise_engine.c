@@ -17,12 +17,22 @@ enum { PAR_MIN = 1 << 15 }; /* below this many elements a thread team costs more
 
 static bool portable_only;
 
+static bool env_off(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && strcmp(v, "0") != 0;
+}
+
 bool cx_cpu_avx512(void) {
   static int cached = -1; /* a benign race: every thread computes the same answer */
-  if (cached < 0) {
-    const char *off = getenv("CX_CPU_NO_AVX512");
-    cached = __builtin_cpu_supports("avx512f") && !(off && *off && strcmp(off, "0") != 0);
-  }
+  if (cached < 0) cached = __builtin_cpu_supports("avx512f") && !env_off("CX_CPU_NO_AVX512");
+  return cached == 1 && !portable_only;
+}
+
+bool cx_cpu_avx2(void) {
+  static int cached = -1; /* a benign race, as above */
+  if (cached < 0)
+    cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             !env_off("CX_CPU_NO_AVX2");
   return cached == 1 && !portable_only;
 }
 
