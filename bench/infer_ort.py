@@ -7,7 +7,8 @@ batch size runs ROUNDS rounds, each timing in turn:
   ours        compress profile FILE --batch B   (forward ms a batch, mean of STEPS)
   before      the same with CX_FUSE=off CX_CONV_NHWC=nhwc: no inference fusions, and
               channels-last convolutions kept NHWC as training programs keep them (what
-              inference ran before both)
+              inference ran before both); with --against BUILD/compress, that other build's
+              program instead (fused as ours), to measure a change build against build
   ORT         InferenceSession.run, all graph optimizations, mean of STEPS after a warm-up
 and prints each one's median over the rounds (the runs alternate, so drifting load on a shared
 machine hits all alike), the spread, and the ratio ORT ms / ours ms (above 1: we are faster).
@@ -16,8 +17,8 @@ Both sides run on the same cores (taskset for compress, sched_setaffinity for ON
 as bench/int8_speed.py does: on a shared machine a spinning thread that loses its core stalls
 every barrier.
 
-usage: infer_ort.py [--compress build/compress] [--threads 1] [--batches 1,32] [--rounds 3]
-                    [--steps 5] [--warmup 2] [--size 224] [MODEL ...]
+usage: infer_ort.py [--compress build/compress] [--against OTHER/compress] [--threads 1]
+                    [--batches 1,32] [--rounds 3] [--steps 5] [--warmup 2] [--size 224] [MODEL ...]
 MODEL: resnet18 resnet50 mobilenet_v2 mobilenet_v3_large efficientnet_b0 (default: all)"""
 import argparse
 import json
@@ -46,11 +47,11 @@ def cores(threads):
     return ",".join(str(c) for c in range(threads))
 
 
-def ours(args, path, batch, fused):
+def ours(args, path, batch, fused, binary=None):
     env = dict(os.environ, OMP_WAIT_POLICY="passive")
     if not fused:
         env.update(CX_FUSE="off", CX_CONV_NHWC="nhwc")
-    cmd = ["taskset", "-c", cores(args.threads), args.compress, "profile", path, "--batch",
+    cmd = ["taskset", "-c", cores(args.threads), binary or args.compress, "profile", path, "--batch",
            str(batch), "--threads", str(args.threads), "--steps", str(args.steps), "--warmup",
            str(args.warmup),
            "--json"]
@@ -89,7 +90,8 @@ def bench(args, name, path):
         runs = {"ours": [], "before": [], "ORT": []}
         for _ in range(args.rounds):
             runs["ours"].append(ours(args, path, batch, True))
-            runs["before"].append(ours(args, path, batch, False))
+            runs["before"].append(ours(args, path, batch, True, args.against) if args.against
+                                  else ours(args, path, batch, False))
             runs["ORT"].append(ort_ms(sess, x, args.steps, args.warmup))
         med = {k: statistics.median(v) for k, v in runs.items()}
         print(f"{name:20s} batch {batch:3d}: ours {fmt(runs['ours'])}  before "
@@ -103,6 +105,7 @@ def bench(args, name, path):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--compress", default="build/compress")
+    p.add_argument("--against", default=None)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--batches", default="1,32")
     p.add_argument("--rounds", type=int, default=3)
@@ -113,6 +116,8 @@ def main():
     args = p.parse_args()
     args.batches = [int(b) for b in args.batches.split(",")]
     args.compress = os.path.abspath(args.compress)
+    if args.against:
+        args.against = os.path.abspath(args.against)
     os.sched_setaffinity(0, set(range(args.threads)))
     print(f"{args.threads} thread(s) on cores {cores(args.threads)}, {args.size}x{args.size}, "
           f"median [min-max] of {args.rounds} alternating rounds of {args.steps} steps")

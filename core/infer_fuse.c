@@ -127,7 +127,7 @@ static void follow(const cx_graph *g, const int *readers, bool *dead, bool conv,
 
 /* Node i becomes its fused form writing value y, with S as input 3 (Conv) and the activation's
  * attributes. */
-static cx_status rewrite(cx_graph *g, int i, int y, const fusion *f) {
+static cx_status rewrite(cx_graph *g, int i, int y, const fusion *f, bool frozen) {
   cx_node *n = &g->nodes[i];
   bool conv = is_op(n, "Conv");
   n->op = cx_op_find(conv ? "ConvFused" : "GemmFused");
@@ -149,6 +149,9 @@ static cx_status rewrite(cx_graph *g, int i, int y, const fusion *f) {
     if (f->lo > -INFINITY) cx_node_set_float(g, i, "act_min", f->lo);
     if (f->hi < INFINITY) cx_node_set_float(g, i, "act_max", f->hi);
   }
+  int w = n->in[1];
+  bool init = w >= 0 && (g->values[w].kind == CX_VALUE_PARAM || g->values[w].kind == CX_VALUE_CONST);
+  if (conv && frozen && init) cx_node_set_int(g, i, "frozen_weights", 1);
   return cx_graph_status(g);
 }
 
@@ -158,7 +161,7 @@ static bool backend_has(const cx_backend *be, const char *op) {
   return probe.op && be->find_kernel(be, &probe, NULL, 0) != NULL;
 }
 
-static cx_status fuse_all(cx_graph *g, int *readers, bool *dead, int *count) {
+static cx_status fuse_all(cx_graph *g, int *readers, bool *dead, int *count, bool frozen) {
   for (int i = 0; i < g->n_nodes; i++) {
     const cx_node *n = &g->nodes[i];
     bool conv = is_op(n, "Conv");
@@ -167,12 +170,12 @@ static cx_status fuse_all(cx_graph *g, int *readers, bool *dead, int *count) {
     fusion f = {.sum = -1, .lo = -INFINITY, .hi = INFINITY};
     int y = n->out[0];
     follow(g, readers, dead, conv, &y, &f, count);
-    if (y != n->out[0]) CX_TRY(rewrite(g, i, y, &f));
+    if (y != n->out[0]) CX_TRY(rewrite(g, i, y, &f, frozen));
   }
   return CX_OK;
 }
 
-cx_status cx_infer_fuse(cx_graph *g, const cx_backend *be, int *n_fused) {
+cx_status cx_infer_fuse(cx_graph *g, const cx_backend *be, bool frozen_weights, int *n_fused) {
   if (n_fused) *n_fused = 0;
   if (!cx_fuse_enabled() || !backend_has(be, "ConvFused") || !backend_has(be, "GemmFused"))
     return CX_OK;
@@ -182,7 +185,7 @@ cx_status cx_infer_fuse(cx_graph *g, const cx_backend *be, int *n_fused) {
   cx_status s = readers && dead ? CX_OK : cx_fail(CX_ERR_NOMEM, "inference fusion: out of memory");
   if (s == CX_OK) {
     count_readers(g, readers);
-    s = fuse_all(g, readers, dead, &count);
+    s = fuse_all(g, readers, dead, &count, frozen_weights);
   }
   if (s == CX_OK && count) s = cx_graph_remove_nodes(g, dead);
   free(readers);

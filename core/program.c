@@ -481,7 +481,7 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
   /* then the float convolutions and Gemms with what follows them (core/infer_fuse.h); a fused
    * conv reads the residual, which may come later in the order, so it is ordered again */
   if (!o->training) {
-    CX_TRY(cx_infer_fuse(g, p->be, &p->n_fused));
+    CX_TRY(cx_infer_fuse(g, p->be, !o->params_copied_in, &p->n_fused));
     if (p->n_fused) CX_TRY(schedule(g));
     if (p->n_fused) CX_TRY(infer_values(g, o->batch, 0));
   }

@@ -7,7 +7,8 @@
  * 2. Where the pass applies and where it must not: node counts of compiled programs, the last
  *    value's name kept; a conv output that is a graph output or read twice, a Clip with computed
  *    bounds, training programs, CX_FUSE=off and params_copied_in (no BN fold) keep nodes; a
- *    folded program refuses cx_program_copy_params.
+ *    folded program refuses cx_program_copy_params. ConvFused reorders its weights once where
+ *    the program's parameters are frozen (not params_copied_in), and at every run elsewhere.
  * 3. The planner gives a fused conv its residual's buffer where the residual dies there, and
  *    not where the conv also reads it as X; the results stay right.
  * 4. Whole models: the zoo's ResNet-20, MobileNetV2 and EfficientNet-B0 and the torchvision
@@ -255,6 +256,57 @@ static void test_patterns(void) {
   cx_graph_free(g);
 }
 
+/* Frozen weights (core/infer_fuse.h): a program compiled without params_copied_in marks its
+ * ConvFused frozen_weights and gives the same output on every run (the weights reordered once,
+ * kept); one compiled with params_copied_in does not, and sees weights written between runs. */
+static int frozen_count(const cx_program *p) {
+  const cx_graph *g = cx_program_graph(p);
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    n += !strcmp(g->nodes[i].op->name, "ConvFused") &&
+         cx_node_int(&g->nodes[i], "frozen_weights", 0) == 1;
+  return n;
+}
+
+static bool run_out(cx_program *p, float *out, size_t n) {
+  const cx_tensor *y = cx_program_tensor(p, "r");
+  return cx_program_forward(p) == CX_OK && y && cx_tensor_numel(y) == (int64_t)n &&
+         cx_program_read(p, y, out) == CX_OK;
+}
+
+static void test_frozen_weights(void) {
+  enum { N = 2 * 8 * 6 * 6 };
+  cx_graph *g = cx_graph_new();
+  int x = cx_graph_input(g, "x", CX_F32, &S(-1, 8, 6, 6));
+  int y = conv_node(g, "conv", x, 8, 8, 70);
+  cx_graph_mark_output(g, cx_graph_op(g, "Relu", "r", &y, 1));
+  float in[N], a[N], b[N], c[N];
+  for (int i = 0; i < N; i++) in[i] = (float)sin(0.7 * i);
+  for (int copied = 0; copied < 2; copied++) {
+    cx_program *p = compile(g, false, copied);
+    if (!p) continue;
+    cx_tensor *w = cx_program_tensor(p, "conv.w");
+    int64_t nw = w ? cx_tensor_numel(w) : 0;
+    float *wv = malloc(sizeof(float) * (size_t)(nw + 1));
+    bool ok = w && wv && cx_program_write(p, cx_program_tensor(p, "x"), in) == CX_OK &&
+              run_out(p, a, N) && run_out(p, b, N) && cx_program_read(p, w, wv) == CX_OK;
+    for (int64_t i = 0; ok && i < nw; i++) wv[i] *= -1; /* flips which outputs the Relu keeps */
+    ok = ok && cx_program_write(p, w, wv) == CX_OK && run_out(p, c, N);
+    bool same = ok && !memcmp(a, b, sizeof a), changed = ok && memcmp(a, c, sizeof a) != 0;
+    if (copied)
+      CHECK(frozen_count(p) == 0 && same && changed,
+            "params_copied_in: no frozen ConvFused (%d), reruns agree, new weights seen (%s)",
+            frozen_count(p), changed ? "yes" : "no");
+    else
+      CHECK(frozen_count(p) == 1 && same && !memcmp(a, c, sizeof a),
+            "frozen ConvFused (%d): reruns agree, and a later weight write is not seen", 
+            frozen_count(p));
+    free(wv);
+    cx_program_free(p);
+  }
+  cx_graph_free(g);
+}
+
 /* ---- 3. the residual's buffer --------------------------------------------------------------- */
 
 /* Runs g fused and unfused on one input; returns the relative error of output 0 (-1: failure). */
@@ -374,6 +426,7 @@ static void test_torchvision(void) {
 int main(void) {
   test_kernels();
   test_patterns();
+  test_frozen_weights();
   test_in_place();
   test_zoo();
   test_torchvision();

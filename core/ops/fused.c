@@ -1,7 +1,9 @@
 /* Inference fusions (com.compress), made only by the inference compile pass core/infer_fuse.c;
  * no file carries them.
  *
- *   ConvFused(X, W[, B][, S])  attrs: Conv's, activation, act_alpha, act_beta, act_min, act_max
+ *   ConvFused(X, W[, B][, S])  attrs: Conv's, activation, act_alpha, act_beta, act_min, act_max,
+ *                              frozen_weights (1: W never changes after the first run, so a kernel
+ *                              may keep it in its own layout; core/infer_fuse.h)
  *   GemmFused(A, B[, C])       attrs: Gemm's, the same activation attributes
  *
  * ConvFused: Y = act(Conv(X, W, B) + S), S (optional, input 3) of Y's shape: the residual Add's
@@ -58,7 +60,8 @@ static const cx_attr_schema conv_fused_attrs[] = {
     {"auto_pad", CX_ATTR_STRING, false}, {"dilations", CX_ATTR_INTS, false},
     {"group", CX_ATTR_INT, false},       {"kernel_shape", CX_ATTR_INTS, false},
     {"pads", CX_ATTR_INTS, false},       {"strides", CX_ATTR_INTS, false},
-    ACT_ATTRS,                           {NULL, 0, false},
+    ACT_ATTRS,                           {"frozen_weights", CX_ATTR_INT, false},
+    {NULL, 0, false},
 };
 static const cx_attr_schema gemm_fused_attrs[] = {
     {"alpha", CX_ATTR_FLOAT, false}, {"beta", CX_ATTR_FLOAT, false},

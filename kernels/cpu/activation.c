@@ -1,5 +1,6 @@
 /* CPU kernels of the activations and of ActivationGrad: one forward and one backward loop that
- * switch on the activation once per range, each with an AVX-512 path and a portable one. */
+ * switch on the activation once per range, each with an AVX-512 path, an AVX2 + FMA path (every
+ * activation but Log's forward) and a portable one. */
 
 #include <immintrin.h>
 #include <math.h>
@@ -7,6 +8,7 @@
 #include "../../core/ops/activation.h"
 #include "cpu.h"
 #include "eltwise_engine.h"
+#include "vec_avx2.h"
 
 enum { PAR_MIN = 1 << 15 };
 
@@ -39,7 +41,7 @@ static float fwd1(const act_par *p, float x) {
   case CX_ACT_CLIP: return fminf(fmaxf(x, p->lo), p->hi);
   case CX_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
   case CX_ACT_HARD_SIGMOID: return clampf(p->alpha * x + p->beta, 0, 1);
-  case CX_ACT_HARD_SWISH: return x * clampf(x / 6.0f + 0.5f, 0, 1);
+  case CX_ACT_HARD_SWISH: return x * clampf((x + 3) / 6.0f, 0, 1); /* x / 6 + 0.5 cancels near -3 */
   case CX_ACT_TANH: return tanhf(x);
   case CX_ACT_EXP: return expf(x);
   case CX_ACT_LOG: return logf(x);
@@ -63,7 +65,7 @@ static float bwd1(const act_par *p, float dy, float x, float y) {
     float v = p->alpha * x + p->beta;
     return v > 0 && v < 1 ? p->alpha * dy : 0;
   }
-  case CX_ACT_HARD_SWISH: return x < -3 ? 0 : x > 3 ? dy : dy * (x / 3.0f + 0.5f);
+  case CX_ACT_HARD_SWISH: return x < -3 ? 0 : x > 3 ? dy : dy * ((x + 1.5f) / 3.0f);
   case CX_ACT_TANH: return dy * (1 - y * y);
   case CX_ACT_EXP: return dy * y;
   case CX_ACT_LOG: return dy / x;
@@ -125,9 +127,10 @@ AVX __m512 fwd16(const act_par *p, __m512 x) {
     return _mm512_div_ps(one, _mm512_add_ps(one, cx_exp16(_mm512_sub_ps(zero, x))));
   case CX_ACT_HARD_SIGMOID:
     return clamp16(_mm512_fmadd_ps(x, _mm512_set1_ps(p->alpha), _mm512_set1_ps(p->beta)), 0, 1);
-  case CX_ACT_HARD_SWISH:
+  case CX_ACT_HARD_SWISH: /* (x + 3) / 6, as the AVX2 path */
     return _mm512_mul_ps(
-        x, clamp16(_mm512_fmadd_ps(x, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f)), 0, 1));
+        x, clamp16(_mm512_mul_ps(_mm512_add_ps(x, _mm512_set1_ps(3.0f)), _mm512_set1_ps(1.0f / 6.0f)),
+                   0, 1));
   case CX_ACT_TANH: return tanh16(x);
   case CX_ACT_EXP: return cx_exp16(x);
   case CX_ACT_SQRT: return _mm512_sqrt_ps(x);
@@ -203,6 +206,183 @@ __attribute__((target("avx512f"))) static void bwd_avx512(const act_par *p, floa
   bwd_c(p, dx + i, dy + i, x ? x + i : NULL, y ? y + i : NULL, n - i);
 }
 
+/* ---- AVX2 + FMA (no AVX-512) ---- */
+
+#define AVX2 CX_AVX2_INLINE
+
+AVX2 __m256 clamp8(__m256 v, float lo, float hi) {
+  return _mm256_min_ps(_mm256_max_ps(v, cx_v8_set(lo)), cx_v8_set(hi));
+}
+
+/* lanes [0, n) set, for the masked loads and stores of a tail shorter than 8 */
+AVX2 __m256i tail8(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* Gelu: x * Phi(x) with Phi from 1 + erf without its cancellation at negative x; the tanh form
+ * as x * sigmoid(2u), which equals 0.5 x (1 + tanh(u)) and has no cancellation either */
+AVX2 __m256 gelu8(float alpha, __m256 x) {
+  if (alpha == 0)
+    return _mm256_mul_ps(_mm256_mul_ps(x, cx_v8_set(0.5f)),
+                         cx_one_plus_erf8(_mm256_mul_ps(x, cx_v8_set(0.7071067812f))));
+  __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+  __m256 u2 = _mm256_mul_ps(_mm256_fmadd_ps(x3, cx_v8_set(0.044715f), x),
+                            cx_v8_set(2 * 0.7978845608f));
+  return _mm256_mul_ps(x, cx_sigmoid8(u2));
+}
+
+AVX2 __m256 gelu_grad8(float alpha, __m256 x) {
+  __m256 xx = _mm256_mul_ps(x, x);
+  if (alpha == 0) {
+    __m256 phi = _mm256_mul_ps(cx_v8_set(0.5f),
+                               cx_one_plus_erf8(_mm256_mul_ps(x, cx_v8_set(0.7071067812f))));
+    __m256 pdf = cx_exp_negsq8(_mm256_mul_ps(x, cx_v8_set(0.7071067812f)));
+    return _mm256_fmadd_ps(_mm256_mul_ps(x, cx_v8_set(0.3989422804f)), pdf, phi);
+  }
+  /* 0.5 (1 + t) = s and 1 - t^2 = 4 s (1 - s), with s = sigmoid(2u). Beyond |x| = 20 the
+   * derivative is 0 or 1 in float; the clamp keeps x^3 finite there (inf * 0 would be NaN). */
+  x = _mm256_max_ps(cx_v8_set(-20.0f), _mm256_min_ps(cx_v8_set(20.0f), x));
+  xx = _mm256_mul_ps(x, x);
+  __m256 u2 = _mm256_mul_ps(_mm256_fmadd_ps(_mm256_mul_ps(xx, x), cx_v8_set(0.044715f), x),
+                            cx_v8_set(2 * 0.7978845608f));
+  __m256 s = cx_sigmoid8(u2);
+  __m256 ds = _mm256_mul_ps(s, _mm256_sub_ps(cx_v8_set(1.0f), s));
+  __m256 du = _mm256_fmadd_ps(xx, cx_v8_set(3 * 0.044715f), cx_v8_set(1.0f));
+  __m256 k = _mm256_mul_ps(_mm256_mul_ps(x, cx_v8_set(2 * 0.7978845608f)), du);
+  return _mm256_fmadd_ps(k, ds, s);
+}
+
+AVX2 __m256 fwd8(const act_par *p, __m256 x) {
+  __m256 zero = _mm256_setzero_ps(), one = cx_v8_set(1.0f);
+  switch (p->op) {
+  case CX_ACT_RELU: return _mm256_max_ps(x, zero);
+  case CX_ACT_LEAKY_RELU:
+    return _mm256_blendv_ps(x, _mm256_mul_ps(x, cx_v8_set(p->alpha)),
+                            _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
+  case CX_ACT_CLIP: return clamp8(x, p->lo, p->hi);
+  case CX_ACT_SIGMOID: return cx_sigmoid8(x);
+  case CX_ACT_HARD_SIGMOID:
+    return clamp8(_mm256_fmadd_ps(x, cx_v8_set(p->alpha), cx_v8_set(p->beta)), 0, 1);
+  case CX_ACT_HARD_SWISH: /* (x + 3) / 6 rather than x / 6 + 0.5, which cancels near -3 */
+    return _mm256_mul_ps(
+        x, clamp8(_mm256_mul_ps(_mm256_add_ps(x, cx_v8_set(3.0f)), cx_v8_set(1.0f / 6.0f)), 0, 1));
+  case CX_ACT_TANH: return cx_tanh8(x);
+  case CX_ACT_EXP: return cx_exp8(x);
+  case CX_ACT_SQRT: return _mm256_sqrt_ps(x);
+  case CX_ACT_ERF: return cx_erf8(x);
+  case CX_ACT_GELU: return gelu8(p->alpha, x);
+  case CX_ACT_RECIPROCAL: return _mm256_div_ps(one, x);
+  case CX_ACT_LOG: /* handled by the portable loop */
+  case CX_ACT_COUNT: break;
+  }
+  return x;
+}
+
+/* dX from dY, x and y (whichever the derivative reads; the others are zero vectors) */
+AVX2 __m256 bwd8(const act_par *p, __m256 dy, __m256 x, __m256 y) {
+  __m256 zero = _mm256_setzero_ps(), one = cx_v8_set(1.0f);
+  switch (p->op) {
+  case CX_ACT_RELU: return _mm256_and_ps(dy, _mm256_cmp_ps(y, zero, _CMP_GT_OQ));
+  case CX_ACT_LEAKY_RELU:
+    return _mm256_blendv_ps(_mm256_mul_ps(dy, cx_v8_set(p->alpha)), dy,
+                            _mm256_cmp_ps(x, zero, _CMP_GT_OQ));
+  case CX_ACT_CLIP:
+    return _mm256_and_ps(dy, _mm256_and_ps(_mm256_cmp_ps(x, cx_v8_set(p->lo), _CMP_GT_OQ),
+                                           _mm256_cmp_ps(x, cx_v8_set(p->hi), _CMP_LT_OQ)));
+  case CX_ACT_SIGMOID: return _mm256_mul_ps(dy, _mm256_mul_ps(y, _mm256_sub_ps(one, y)));
+  case CX_ACT_HARD_SIGMOID: {
+    __m256 v = _mm256_fmadd_ps(x, cx_v8_set(p->alpha), cx_v8_set(p->beta));
+    __m256 in = _mm256_and_ps(_mm256_cmp_ps(v, zero, _CMP_GT_OQ), _mm256_cmp_ps(v, one, _CMP_LT_OQ));
+    return _mm256_and_ps(_mm256_mul_ps(dy, cx_v8_set(p->alpha)), in);
+  }
+  case CX_ACT_HARD_SWISH: {
+    /* (x + 1.5) / 3 rather than x / 3 + 0.5, which cancels near -1.5 */
+    __m256 mid = _mm256_mul_ps(
+        dy, _mm256_mul_ps(_mm256_add_ps(x, cx_v8_set(1.5f)), cx_v8_set(1.0f / 3.0f)));
+    __m256 v = _mm256_blendv_ps(mid, dy, _mm256_cmp_ps(x, cx_v8_set(3.0f), _CMP_GT_OQ));
+    return _mm256_andnot_ps(_mm256_cmp_ps(x, cx_v8_set(-3.0f), _CMP_LT_OQ), v);
+  }
+  case CX_ACT_TANH: return _mm256_mul_ps(dy, _mm256_fnmadd_ps(y, y, one));
+  case CX_ACT_EXP: return _mm256_mul_ps(dy, y);
+  case CX_ACT_LOG: return _mm256_div_ps(dy, x);
+  case CX_ACT_SQRT: return _mm256_div_ps(_mm256_mul_ps(dy, cx_v8_set(0.5f)), y);
+  case CX_ACT_ERF:
+    return _mm256_mul_ps(_mm256_mul_ps(dy, cx_v8_set(1.1283791671f)), cx_exp_negsq8(x));
+  case CX_ACT_GELU: return _mm256_mul_ps(dy, gelu_grad8(p->alpha, x));
+  case CX_ACT_RECIPROCAL: return _mm256_mul_ps(_mm256_sub_ps(zero, dy), _mm256_mul_ps(y, y));
+  case CX_ACT_COUNT: break;
+  }
+  return dy;
+}
+
+/* The op is a constant inside each case below, so fwd8's and bwd8's switches fold out. */
+#define FWD_LOOP8(OP)                                                                             \
+  do {                                                                                            \
+    act_par q = *p;                                                                               \
+    q.op = OP;                                                                                    \
+    int64_t i = 0;                                                                                \
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, fwd8(&q, _mm256_loadu_ps(x + i)));         \
+    if (i < n) {                                                                                  \
+      __m256i m = tail8(n - i);                                                                   \
+      _mm256_maskstore_ps(y + i, m, fwd8(&q, _mm256_maskload_ps(x + i, m)));                      \
+    }                                                                                             \
+  } while (0)
+
+CX_AVX2 static void fwd_avx2(const act_par *p, float *y, const float *x, int64_t n) {
+  switch (p->op) {
+  case CX_ACT_RELU: FWD_LOOP8(CX_ACT_RELU); break;
+  case CX_ACT_LEAKY_RELU: FWD_LOOP8(CX_ACT_LEAKY_RELU); break;
+  case CX_ACT_CLIP: FWD_LOOP8(CX_ACT_CLIP); break;
+  case CX_ACT_SIGMOID: FWD_LOOP8(CX_ACT_SIGMOID); break;
+  case CX_ACT_HARD_SIGMOID: FWD_LOOP8(CX_ACT_HARD_SIGMOID); break;
+  case CX_ACT_HARD_SWISH: FWD_LOOP8(CX_ACT_HARD_SWISH); break;
+  case CX_ACT_TANH: FWD_LOOP8(CX_ACT_TANH); break;
+  case CX_ACT_EXP: FWD_LOOP8(CX_ACT_EXP); break;
+  case CX_ACT_SQRT: FWD_LOOP8(CX_ACT_SQRT); break;
+  case CX_ACT_ERF: FWD_LOOP8(CX_ACT_ERF); break;
+  case CX_ACT_GELU: FWD_LOOP8(CX_ACT_GELU); break;
+  case CX_ACT_RECIPROCAL: FWD_LOOP8(CX_ACT_RECIPROCAL); break;
+  default: fwd_c(p, y, x, n); break;
+  }
+}
+
+/* an operand the derivative does not read is NULL and loads as zeros */
+#define LD8(P, I, M) ((P) ? _mm256_maskload_ps((P) + (I), (M)) : _mm256_setzero_ps())
+
+#define BWD_LOOP8(OP)                                                                             \
+  do {                                                                                            \
+    act_par q = *p;                                                                               \
+    q.op = OP;                                                                                    \
+    __m256i all = _mm256_set1_epi32(-1);                                                          \
+    int64_t i = 0;                                                                                \
+    for (; i + 8 <= n; i += 8)                                                                    \
+      _mm256_storeu_ps(dx + i, bwd8(&q, _mm256_loadu_ps(dy + i), LD8(x, i, all), LD8(y, i, all))); \
+    if (i < n) {                                                                                  \
+      __m256i m = tail8(n - i);                                                                   \
+      _mm256_maskstore_ps(dx + i, m, bwd8(&q, LD8(dy, i, m), LD8(x, i, m), LD8(y, i, m)));        \
+    }                                                                                             \
+  } while (0)
+
+CX_AVX2 static void bwd_avx2(const act_par *p, float *dx, const float *dy, const float *x,
+                             const float *y, int64_t n) {
+  switch (p->op) {
+  case CX_ACT_RELU: BWD_LOOP8(CX_ACT_RELU); break;
+  case CX_ACT_LEAKY_RELU: BWD_LOOP8(CX_ACT_LEAKY_RELU); break;
+  case CX_ACT_CLIP: BWD_LOOP8(CX_ACT_CLIP); break;
+  case CX_ACT_SIGMOID: BWD_LOOP8(CX_ACT_SIGMOID); break;
+  case CX_ACT_HARD_SIGMOID: BWD_LOOP8(CX_ACT_HARD_SIGMOID); break;
+  case CX_ACT_HARD_SWISH: BWD_LOOP8(CX_ACT_HARD_SWISH); break;
+  case CX_ACT_TANH: BWD_LOOP8(CX_ACT_TANH); break;
+  case CX_ACT_EXP: BWD_LOOP8(CX_ACT_EXP); break;
+  case CX_ACT_LOG: BWD_LOOP8(CX_ACT_LOG); break;
+  case CX_ACT_SQRT: BWD_LOOP8(CX_ACT_SQRT); break;
+  case CX_ACT_ERF: BWD_LOOP8(CX_ACT_ERF); break;
+  case CX_ACT_GELU: BWD_LOOP8(CX_ACT_GELU); break;
+  case CX_ACT_RECIPROCAL: BWD_LOOP8(CX_ACT_RECIPROCAL); break;
+  default: bwd_c(p, dx, dy, x, y, n); break;
+  }
+}
+
 /* ---- kernels ---- */
 
 static float *opt_f32(const cx_kernel_args *a, int i) {
@@ -222,13 +402,15 @@ static cx_status run_act(const cx_kernel_args *a) {
   const float *x = cx_f32(&a->in[0]);
   float *y = cx_f32(&a->out[0]);
   int64_t n = cx_tensor_numel(&a->out[0]);
-  bool avx = cx_cpu_avx512();
+  bool avx = cx_cpu_avx512(), avx2 = cx_cpu_avx2();
 #pragma omp parallel if (n > PAR_MIN)
   {
     int64_t i0, i1;
     cx_cpu_thread_range(n, &i0, &i1);
-    if (avx && i0 < i1) fwd_avx512(&p, y + i0, x + i0, i1 - i0);
-    else if (i0 < i1) fwd_c(&p, y + i0, x + i0, i1 - i0);
+    if (i0 >= i1) {
+    } else if (avx) fwd_avx512(&p, y + i0, x + i0, i1 - i0);
+    else if (avx2) fwd_avx2(&p, y + i0, x + i0, i1 - i0);
+    else fwd_c(&p, y + i0, x + i0, i1 - i0);
   }
   return CX_OK;
 }
@@ -242,14 +424,16 @@ static cx_status run_act_grad(const cx_kernel_args *a) {
   const float *dy = cx_f32(&a->in[0]), *x = opt_f32(a, 1), *y = opt_f32(a, 2);
   float *dx = cx_f32(&a->out[0]);
   int64_t n = cx_tensor_numel(&a->out[0]);
-  bool avx = cx_cpu_avx512();
+  bool avx = cx_cpu_avx512(), avx2 = cx_cpu_avx2();
 #pragma omp parallel if (n > PAR_MIN)
   {
     int64_t i0, i1;
     cx_cpu_thread_range(n, &i0, &i1);
     const float *xs = x ? x + i0 : NULL, *ys = y ? y + i0 : NULL;
-    if (avx && i0 < i1) bwd_avx512(&p, dx + i0, dy + i0, xs, ys, i1 - i0);
-    else if (i0 < i1) bwd_c(&p, dx + i0, dy + i0, xs, ys, i1 - i0);
+    if (i0 >= i1) {
+    } else if (avx) bwd_avx512(&p, dx + i0, dy + i0, xs, ys, i1 - i0);
+    else if (avx2) bwd_avx2(&p, dx + i0, dy + i0, xs, ys, i1 - i0);
+    else bwd_c(&p, dx + i0, dy + i0, xs, ys, i1 - i0);
   }
   return CX_OK;
 }

@@ -278,6 +278,10 @@ static cx_status conv_build_fwd(conv_state *s, const cx_kernel_args *a) {
   CX_TRY(st);
   st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_SRC, &m.u_src, false, 0);
   if (st == CX_OK) st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_WEIGHTS, &m.u_wei, false, 1);
+  /* an inference program's weights: reordered once (core/infer_fuse.h), right after they are
+   * added so that their scratch slot, the last one, goes back */
+  if (st == CX_OK && cx_node_int(a->node, "frozen_weights", 0))
+    st = cx_dnnl_exec_freeze(e, a->node, DNNL_ARG_WEIGHTS);
   if (st == CX_OK && bias) st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_BIAS, &m.bias, false, 2);
   if (st == CX_OK) st = cx_dnnl_exec_arg(e, a->node, pd, DNNL_ARG_DST, &m.u_dst, true, 0);
   dnnl_memory_desc_t smd;
@@ -302,7 +306,7 @@ static cx_status conv_prepare(const cx_kernel_args *a, void **state, size_t *scr
 }
 
 static cx_status conv_run(const cx_kernel_args *a) {
-  const conv_state *s = a->state;
+  conv_state *s = a->state;
   if (s->path == PATH_DNNL) return cx_dnnl_exec_run(&s->fwd, a);
   cx_conv_dw3x3_forward(&s->g, cx_f32(&a->in[0]), cx_f32(&a->in[1]),
                         has_bias(a) ? cx_f32(&a->in[2]) : NULL, cx_f32(&a->out[0]),
@@ -434,7 +438,7 @@ static void bias_grad(const cx_conv_geom *g, const cx_tensor *dyt, float *db) {
   }
 }
 
-static cx_status grad_run_dnnl(const conv_state *s, const cx_kernel_args *a) {
+static cx_status grad_run_dnnl(conv_state *s, const cx_kernel_args *a) {
   if (s->want[0]) CX_TRY(cx_dnnl_exec_run(&s->bwd_data, a));
   if (s->own_wgrad)
     cx_conv_dw3x3_nhwc_backward_weights(&s->g, cx_f32(&a->in[1]), cx_f32(&a->in[0]),
@@ -446,7 +450,7 @@ static cx_status grad_run_dnnl(const conv_state *s, const cx_kernel_args *a) {
 }
 
 static cx_status grad_run(const cx_kernel_args *a) {
-  const conv_state *s = a->state;
+  conv_state *s = a->state;
   if (s->path == PATH_DNNL) return grad_run_dnnl(s, a);
   bool v = s->path == PATH_DW_AVX512;
   const float *dy = cx_f32(&a->in[0]), *x = cx_f32(&a->in[1]), *w = cx_f32(&a->in[2]);

@@ -6,7 +6,8 @@
  *
  * Each thread takes a range of images and sums into its own rows (nine weight rows and the bias
  * row, float per image, folded into double per image); the threads' rows are added after. The
- * loops are plain C with `omp simd`, compiled for AVX-512 and for the baseline target. */
+ * loops are plain C with `omp simd`, compiled for AVX-512, for AVX2 + FMA and for the baseline
+ * target. */
 #include <omp.h>
 #include <string.h>
 
@@ -41,9 +42,12 @@ enum { ROWS = 10 }; /* nine taps and the bias */
 
 #if defined(__x86_64__) || defined(__i386__)
 DW_LOOPS(avx512, __attribute__((target("avx512f"))))
-#define HAVE_AVX512 1
+DW_LOOPS(avx2, __attribute__((target("avx2,fma"))))
+#define HAVE_X86 1
 #endif
 DW_LOOPS(c, )
+
+enum { ISA_C, ISA_AVX2, ISA_AVX512 };
 
 size_t cx_conv_dw3x3_nhwc_wgrad_scratch(const cx_conv_geom *g, int threads) {
   return (size_t)threads * ROWS * (size_t)g->c_in * (sizeof(float) + sizeof(double));
@@ -51,15 +55,16 @@ size_t cx_conv_dw3x3_nhwc_wgrad_scratch(const cx_conv_geom *g, int threads) {
 
 /* This thread's images, summed into its double rows. */
 static void thread_part(const cx_conv_geom *g, const float *x, const float *dy, float *acc,
-                        double *part, bool v) {
+                        double *part, int v) {
   int t = omp_get_thread_num(), nt = omp_get_num_threads();
   int64_t C = g->c_in, n0 = g->n * t / nt, n1 = g->n * (t + 1) / nt;
   memset(part, 0, sizeof(double) * ROWS * (size_t)C);
   for (int64_t n = n0; n < n1; n++) {
     memset(acc, 0, sizeof(float) * ROWS * (size_t)C);
     const float *xn = x + n * g->h * g->w * C, *dn = dy + n * g->oh * g->ow * C;
-#ifdef HAVE_AVX512
-    if (v) image_avx512(g, xn, dn, acc);
+#ifdef HAVE_X86
+    if (v == ISA_AVX512) image_avx512(g, xn, dn, acc);
+    else if (v == ISA_AVX2) image_avx2(g, xn, dn, acc);
     else
 #endif
       image_c(g, xn, dn, acc);
@@ -73,7 +78,7 @@ void cx_conv_dw3x3_nhwc_backward_weights(const cx_conv_geom *g, const float *x, 
   int64_t C = g->c_in;
   double *parts = scratch;
   float *accs = (float *)(parts + (size_t)threads * ROWS * (size_t)C);
-  bool v = cx_cpu_avx512();
+  int v = cx_cpu_avx512() ? ISA_AVX512 : cx_cpu_avx2() ? ISA_AVX2 : ISA_C;
   int used = 1;
 #pragma omp parallel num_threads(threads)
   {

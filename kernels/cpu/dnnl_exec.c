@@ -1,5 +1,6 @@
 #include "dnnl_exec.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
@@ -9,6 +10,7 @@ void cx_dnnl_exec_release(cx_dnnl_exec *e) {
     if (e->a[k].user) dnnl_memory_destroy(e->a[k].user);
     if (e->a[k].inner) dnnl_memory_destroy(e->a[k].inner);
     if (e->a[k].reorder) dnnl_primitive_destroy(e->a[k].reorder);
+    free(e->a[k].kept);
   }
   if (e->scratchpad) dnnl_memory_destroy(e->scratchpad);
   if (e->prim) dnnl_primitive_destroy(e->prim);
@@ -43,6 +45,24 @@ cx_status cx_dnnl_exec_arg(cx_dnnl_exec *e, const cx_node *node, const_dnnl_prim
   e->scratch += align64(dnnl_memory_desc_get_size(md));
   return output ? make_reorder(&x->reorder, node, md, user_md)
                 : make_reorder(&x->reorder, node, user_md, md);
+}
+
+cx_status cx_dnnl_exec_freeze(cx_dnnl_exec *e, const cx_node *node, int arg) {
+  for (int k = 0; k < e->n; k++) {
+    cx_dnnl_arg *x = &e->a[k];
+    if (x->arg != arg || x->output) continue;
+    if (!x->inner) return CX_OK; /* read in place: nothing to keep */
+    const dnnl_memory_desc_t *md;
+    CX_DNNL(dnnl_memory_get_memory_desc(x->inner, &md), node);
+    size_t bytes = align64(dnnl_memory_desc_get_size(md));
+    x->kept = aligned_alloc(64, bytes);
+    if (!x->kept) return cx_fail(CX_ERR_NOMEM, "node '%s': out of memory for its weights", node->name);
+    CX_DNNL(dnnl_memory_set_data_handle(x->inner, x->kept), node);
+    /* its scratch slot is the last one when arguments are added in order; give it back then */
+    if (x->offset + bytes == e->scratch) e->scratch = x->offset;
+    return CX_OK;
+  }
+  return cx_fail(CX_ERR_ARG, "node '%s': no input argument %d to freeze", node->name, arg);
 }
 
 /* Makes the primitive descriptor (scratchpad owned by us) and the primitive; the caller adds the
@@ -120,7 +140,7 @@ static cx_status run_reorder(const cx_dnnl_arg *x, dnnl_stream_t st, const cx_no
 }
 
 /* Points every memory at this run's buffers, reorders the inputs in, runs, reorders the outputs out. */
-cx_status cx_dnnl_exec_run(const cx_dnnl_exec *e, const cx_kernel_args *a) {
+cx_status cx_dnnl_exec_run(cx_dnnl_exec *e, const cx_kernel_args *a) {
   dnnl_stream_t st = cx_dnnl_stream();
   char *scratch = a->scratch;
   dnnl_exec_arg_t args[CX_DNNL_MAX_ARGS + 1];
@@ -131,11 +151,13 @@ cx_status cx_dnnl_exec_run(const cx_dnnl_exec *e, const cx_kernel_args *a) {
     args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratchpad};
   }
   for (int k = 0; k < e->n; k++) {
-    const cx_dnnl_arg *x = &e->a[k];
+    cx_dnnl_arg *x = &e->a[k];
     CX_DNNL(dnnl_memory_set_data_handle(x->user, (x->output ? a->out : a->in)[x->index].data),
             a->node);
-    if (x->inner) CX_DNNL(dnnl_memory_set_data_handle(x->inner, scratch + x->offset), a->node);
-    if (x->inner && !x->output) CX_TRY(run_reorder(x, st, a->node));
+    if (x->inner && !x->kept)
+      CX_DNNL(dnnl_memory_set_data_handle(x->inner, scratch + x->offset), a->node);
+    if (x->inner && !x->output && !(x->kept && x->filled)) CX_TRY(run_reorder(x, st, a->node));
+    if (x->kept) x->filled = true;
     args[n++] = (dnnl_exec_arg_t){x->arg, x->inner ? x->inner : x->user};
   }
   if (e->acc.input >= 0) CX_TRY(run_accumulate(e, a, st));

@@ -23,6 +23,9 @@ typedef struct cx_dnnl_arg {
   dnnl_memory_t user, inner;
   dnnl_primitive_t reorder;
   size_t offset; /* of inner in scratch */
+  /* a frozen input (cx_dnnl_exec_freeze): inner lives in kept, filled at the first run */
+  void *kept;
+  bool filled;
 } cx_dnnl_arg;
 
 /* A primitive with a sum post-op adds into its destination: before it runs, the destination
@@ -59,9 +62,13 @@ cx_status cx_dnnl_exec_arg(cx_dnnl_exec *e, const cx_node *node, const_dnnl_prim
  * output the input's buffer, core/infer_fuse.h) nothing is copied. */
 cx_status cx_dnnl_exec_accumulate(cx_dnnl_exec *e, const cx_node *node,
                                   const dnnl_memory_desc_t *user_md, int input);
-/* Points every memory at this run's buffers, reorders the inputs in, runs, reorders the outputs
- * out. */
-cx_status cx_dnnl_exec_run(const cx_dnnl_exec *e, const cx_kernel_args *a);
+/* Input argument `arg` (added already) never changes after the first run (an inference
+ * program's weights, core/infer_fuse.h): where it needs a reorder, its buffer in the primitive's
+ * layout moves out of scratch into memory of its own, reordered at the first run only. */
+cx_status cx_dnnl_exec_freeze(cx_dnnl_exec *e, const cx_node *node, int arg);
+/* Points every memory at this run's buffers, reorders the inputs in (a frozen one at the first
+ * run only), runs, reorders the outputs out. */
+cx_status cx_dnnl_exec_run(cx_dnnl_exec *e, const cx_kernel_args *a);
 void cx_dnnl_exec_release(cx_dnnl_exec *e);
 
 #endif

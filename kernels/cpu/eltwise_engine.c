@@ -12,17 +12,28 @@
 #include <string.h>
 
 #include "eltwise_engine.h"
+#include "vec_avx2.h"
 
 enum { PAR_MIN = 1 << 15 }; /* below this many elements a thread team costs more than it saves */
 
 static bool portable_only;
 
+static bool env_off(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && strcmp(v, "0") != 0;
+}
+
 bool cx_cpu_avx512(void) {
   static int cached = -1; /* a benign race: every thread computes the same answer */
-  if (cached < 0) {
-    const char *off = getenv("CX_CPU_NO_AVX512");
-    cached = __builtin_cpu_supports("avx512f") && !(off && *off && strcmp(off, "0") != 0);
-  }
+  if (cached < 0) cached = __builtin_cpu_supports("avx512f") && !env_off("CX_CPU_NO_AVX512");
+  return cached == 1 && !portable_only;
+}
+
+bool cx_cpu_avx2(void) {
+  static int cached = -1; /* a benign race, as above */
+  if (cached < 0)
+    cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             !env_off("CX_CPU_NO_AVX2");
   return cached == 1 && !portable_only;
 }
 
@@ -135,9 +146,62 @@ __attribute__((target("avx512f"))) static void row_avx512(cx_bin_op op, float s,
   }
 }
 
+/* AVX2 + FMA: the same rows 8 floats at a time, the tail through masked loads and stores. */
+CX_AVX2_INLINE __m256 ld8(const float *p, int64_t inc, int64_t i, __m256i m) {
+  return inc ? _mm256_maskload_ps(p + i, m) : _mm256_set1_ps(*p);
+}
+
+CX_AVX2_INLINE __m256 apply8(cx_bin_op op, __m256 a, __m256 b, __m256 s) {
+  switch (op) {
+  case CX_BIN_ADD: return _mm256_add_ps(a, b);
+  case CX_BIN_SUB: return _mm256_sub_ps(a, b);
+  case CX_BIN_MUL: return _mm256_mul_ps(a, b);
+  case CX_BIN_DIV: return _mm256_div_ps(a, b);
+  case CX_BIN_COPY: return _mm256_mul_ps(a, s);
+  }
+  return a;
+}
+
+#define ROW_AVX2(OP)                                                                               \
+  do {                                                                                             \
+    const float *bb = b ? b : &s;                                                                  \
+    __m256i all = _mm256_set1_epi32(-1);                                                           \
+    int64_t i = 0;                                                                                 \
+    for (; i + 8 <= n; i += 8)                                                                     \
+      _mm256_storeu_ps(y + i, apply8(OP, ld8(a, ia, i, all), ld8(bb, ib, i, all), vs));            \
+    if (i < n) {                                                                                   \
+      __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)),                              \
+                                     _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));                   \
+      /* masked-off lanes of a divisor load as 0: x / 0 there is never stored */                   \
+      _mm256_maskstore_ps(y + i, m, apply8(OP, ld8(a, ia, i, m), ld8(bb, ib, i, m), vs));          \
+    }                                                                                              \
+  } while (0)
+
+CX_AVX2 static void row_avx2(cx_bin_op op, float s, float *y, const float *a, int64_t ia,
+                             const float *b, int64_t ib, int64_t n) {
+  __m256 vs = _mm256_set1_ps(s);
+  switch (op) {
+  case CX_BIN_ADD: ROW_AVX2(CX_BIN_ADD); break;
+  case CX_BIN_SUB: ROW_AVX2(CX_BIN_SUB); break;
+  case CX_BIN_MUL: ROW_AVX2(CX_BIN_MUL); break;
+  case CX_BIN_DIV: ROW_AVX2(CX_BIN_DIV); break;
+  case CX_BIN_COPY: ROW_AVX2(CX_BIN_COPY); break;
+  }
+}
+
+enum { ISA_C, ISA_AVX2, ISA_AVX512 };
+
+static int row_isa(void) { return cx_cpu_avx512() ? ISA_AVX512 : cx_cpu_avx2() ? ISA_AVX2 : ISA_C; }
+
+static void row(int isa, cx_bin_op op, float s, float *y, const float *a, int64_t ia,
+                const float *b, int64_t ib, int64_t n) {
+  if (isa == ISA_AVX512) row_avx512(op, s, y, a, ia, b, ib, n);
+  else if (isa == ISA_AVX2) row_avx2(op, s, y, a, ia, b, ib, n);
+  else row_c(op, s, y, a, ia, b, ib, n);
+}
+
 void cx_cpu_row_add(float *y, const float *a, const float *b, int64_t n) {
-  if (cx_cpu_avx512()) row_avx512(CX_BIN_ADD, 1.0f, y, a, 1, b, 1, n);
-  else row_c(CX_BIN_ADD, 1.0f, y, a, 1, b, 1, n);
+  row(row_isa(), CX_BIN_ADD, 1.0f, y, a, 1, b, 1, n);
 }
 
 typedef struct bin_job {
@@ -146,7 +210,7 @@ typedef struct bin_job {
   float scale;
   float *y;
   const float *a, *b;
-  bool avx512;
+  int isa;
 } bin_job;
 
 /* Output elements [e0, e1). */
@@ -164,8 +228,7 @@ static void bin_range(const bin_job *j, int64_t e0, int64_t e1) {
   for (int64_t e = e0; e < e1;) {
     int64_t len = inner - c < e1 - e ? inner - c : e1 - e;
     const float *a = j->a + oa + c * ia, *b = j->b ? j->b + ob + c * ib : NULL;
-    if (j->avx512) row_avx512(j->op, j->scale, j->y + e, a, ia, b, ib, len);
-    else row_c(j->op, j->scale, j->y + e, a, ia, b, ib, len);
+    row(j->isa, j->op, j->scale, j->y + e, a, ia, b, ib, len);
     e += len;
     c = 0;
     for (int d = last - 1; d >= 0; d--) {
@@ -185,7 +248,7 @@ void cx_cpu_binary(cx_bin_op op, float scale, float *y, const cx_shape *ys, cons
   if (total <= 0) return;
   bin_plan p;
   bin_plan_make(&p, ys, as, op == CX_BIN_COPY ? NULL : bs);
-  bin_job j = {&p, op, scale, y, a, op == CX_BIN_COPY ? NULL : b, cx_cpu_avx512()};
+  bin_job j = {&p, op, scale, y, a, op == CX_BIN_COPY ? NULL : b, row_isa()};
 #pragma omp parallel if (total > PAR_MIN)
   {
     int64_t e0, e1;

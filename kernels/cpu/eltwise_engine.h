@@ -3,7 +3,8 @@
 
 /* Engines shared by the element-wise, activation, reduction and loss kernels: a strided broadcast
  * kernel for binary ops, a reduce-to kernel (the inverse of broadcasting), and row primitives for
- * softmax-like ops. Each has an AVX-512 path chosen at run time and a portable C path. */
+ * softmax-like ops. Each has an AVX-512 path chosen at run time and a portable C path; the
+ * binary rows and the exp rows also an AVX2 + FMA one. */
 
 #include <immintrin.h>
 #include <stdbool.h>
@@ -13,6 +14,9 @@
 
 /* AVX-512F present and not disabled with CX_CPU_NO_AVX512=1 (to test the portable path). */
 bool cx_cpu_avx512(void);
+/* AVX2 and FMA present and not disabled with CX_CPU_NO_AVX2=1: the path kernels take where
+ * AVX-512 is absent (or disabled), before the portable one. */
+bool cx_cpu_avx2(void);
 /* Tests: run the portable paths even where AVX-512 is present (call between runs). */
 void cx_cpu_force_portable(bool on);
 

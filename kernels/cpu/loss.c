@@ -13,6 +13,7 @@
 #include "../../core/op.h"
 #include "cpu.h"
 #include "eltwise_engine.h"
+#include "vec_avx2.h"
 
 enum { PAR_MIN = 1 << 14 };
 enum { RED_NONE, RED_SUM, RED_MEAN };
@@ -226,10 +227,37 @@ __attribute__((target("avx512f"))) static float kd_row_kl_avx512(const float *s,
   return _mm512_reduce_add_ps(acc);
 }
 
+/* lanes [0, n - i) of 8 set, for the tail of an AVX2 row */
+CX_AVX2_INLINE __m256i kd_tail8(int64_t left) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(left >= 8 ? 8 : (int)left),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+CX_AVX2_INLINE float kd_hsum8(__m256 v) {
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
+/* the AVX-512 row above, 8 floats at a time (masked lanes load 0 and their q is zeroed) */
+CX_AVX2 static float kd_row_kl_avx2(const float *s, const float *t, int64_t n, float inv_t,
+                                    float lse_t, float d) {
+  __m256 vi = _mm256_set1_ps(inv_t), vl = _mm256_set1_ps(lse_t), vd = _mm256_set1_ps(d);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) {
+    __m256i k = kd_tail8(n - i);
+    __m256 vt = _mm256_maskload_ps(t + i, k), vs = _mm256_maskload_ps(s + i, k);
+    __m256 q = _mm256_and_ps(_mm256_castsi256_ps(k), cx_exp8(_mm256_fmsub_ps(vt, vi, vl)));
+    acc = _mm256_fmadd_ps(q, _mm256_fmadd_ps(_mm256_sub_ps(vt, vs), vi, vd), acc);
+  }
+  return kd_hsum8(acc);
+}
+
 static double kd_row_kl(const float *s, const float *t, int64_t n, double inv_t) {
   double lse_s = cx_cpu_row_lse(s, (float)inv_t, n), lse_t = cx_cpu_row_lse(t, (float)inv_t, n);
   float d = (float)(lse_s - lse_t);
   if (cx_cpu_avx512()) return kd_row_kl_avx512(s, t, n, (float)inv_t, (float)lse_t, d);
+  if (cx_cpu_avx2()) return kd_row_kl_avx2(s, t, n, (float)inv_t, (float)lse_t, d);
   double kl = 0;
   for (int64_t c = 0; c < n; c++)
     kl += expf(t[c] * (float)inv_t - (float)lse_t) * ((t[c] - s[c]) * (float)inv_t + d);
@@ -250,12 +278,27 @@ __attribute__((target("avx512f"))) static void kd_row_grad_avx512(float *dx, con
   }
 }
 
+CX_AVX2 static void kd_row_grad_avx2(float *dx, const float *s, const float *t, int64_t n,
+                                     float inv_t, float lse_s, float lse_t, float g) {
+  __m256 vi = _mm256_set1_ps(inv_t), vs = _mm256_set1_ps(lse_s), vt = _mm256_set1_ps(lse_t);
+  for (int64_t i = 0; i < n; i += 8) {
+    __m256i k = kd_tail8(n - i);
+    __m256 p = cx_exp8(_mm256_fmsub_ps(_mm256_maskload_ps(s + i, k), vi, vs));
+    __m256 q = cx_exp8(_mm256_fmsub_ps(_mm256_maskload_ps(t + i, k), vi, vt));
+    _mm256_maskstore_ps(dx + i, k, _mm256_mul_ps(_mm256_sub_ps(p, q), _mm256_set1_ps(g)));
+  }
+}
+
 static void kd_row_grad(float *dx, const float *s, const float *t, int64_t n, double inv_t,
                         double g) {
   float ls = (float)cx_cpu_row_lse(s, (float)inv_t, n),
         lt = (float)cx_cpu_row_lse(t, (float)inv_t, n);
   if (cx_cpu_avx512()) {
     kd_row_grad_avx512(dx, s, t, n, (float)inv_t, ls, lt, (float)g);
+    return;
+  }
+  if (cx_cpu_avx2()) {
+    kd_row_grad_avx2(dx, s, t, n, (float)inv_t, ls, lt, (float)g);
     return;
   }
   for (int64_t c = 0; c < n; c++)

@@ -13,11 +13,12 @@
  * are tiled to T once, and sums collect in T float lanes that are folded to C channels at the
  * end. A thread's last tile may be short (a whole number of rows), which the same loops handle.
  *
- * The loops are written once in plain C with `omp simd` and compiled twice, for AVX-512 and for
- * the baseline target (cx_cpu_avx512 picks at run time). Sums collect BLOCK tiles in float, then
+ * The loops are written once in plain C with `omp simd` and compiled three times, for AVX-512,
+ * AVX2 + FMA and the baseline target (isa() picks at run time). Sums collect BLOCK tiles in float, then
  * fold into double, so long reductions keep their accuracy. */
 
 enum { BLOCK = 32, LANES = 16 };
+enum { ISA_C, ISA_AVX2, ISA_AVX512 };
 
 #define TILE_LOOPS(SFX, ATTR)                                                                     \
   /* lanes[j] += x[j] (m == NULL) or (x[j] - m[j])^2, over n floats in tiles of t */             \
@@ -119,11 +120,18 @@ enum { BLOCK = 32, LANES = 16 };
 
 #if defined(__x86_64__) || defined(__i386__)
 TILE_LOOPS(avx512, __attribute__((target("avx512f"))))
-#define PICK(v, fn, ...) ((v) ? fn##_avx512(__VA_ARGS__) : fn##_c(__VA_ARGS__))
+TILE_LOOPS(avx2, __attribute__((target("avx2,fma"))))
+#define PICK(v, fn, ...)                                                                          \
+  ((v) == ISA_AVX512 ? fn##_avx512(__VA_ARGS__)                                                   \
+   : (v) == ISA_AVX2 ? fn##_avx2(__VA_ARGS__)                                                     \
+                     : fn##_c(__VA_ARGS__))
 #else
 #define PICK(v, fn, ...) fn##_c(__VA_ARGS__)
 #endif
 TILE_LOOPS(c, )
+
+/* which compilation of the loops runs: the widest the CPU has and the switches allow */
+static int isa(void) { return cx_cpu_avx512() ? ISA_AVX512 : cx_cpu_avx2() ? ISA_AVX2 : ISA_C; }
 
 static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
 
@@ -182,7 +190,7 @@ static void thread_span(const bn_geom *d, int64_t *f0, int64_t *f1) {
 /* Sums, in BLOCK-tile rounds folded into double: this thread's x (m == NULL) or squared deviations
  * from m into its partial row `slot`, per channel. */
 static void partial_sums(const bn_scratch *s, const bn_geom *d, const float *x, const float *m,
-                         int slot, bool v) {
+                         int slot, int v) {
   int th = omp_get_thread_num();
   float *lanes = s->lanes + (size_t)th * 2 * (size_t)d->t;
   double *acc = s->part + ((size_t)th * 2 + (size_t)slot) * (size_t)d->c;
@@ -201,7 +209,7 @@ static void partial_sums(const bn_scratch *s, const bn_geom *d, const float *x, 
 /* The same for BatchNormGrad: sum(dy) into slot 0, sum(dy * (x - m)) into slot 1; with a fused
  * activation (act), of dy masked by it. */
 static void partial_dots(const bn_scratch *s, const bn_geom *d, const float *dy, const float *x,
-                         const float *act, bool v) {
+                         const float *act, int v) {
   int th = omp_get_thread_num();
   float *l0 = s->lanes + (size_t)th * 2 * (size_t)d->t, *l1 = l0 + d->t;
   double *a0 = s->part + (size_t)th * 2 * (size_t)d->c, *a1 = a0 + d->c;
@@ -243,7 +251,7 @@ void cx_bn_nhwc_infer(const cx_kernel_args *a, int threads) {
   tile(s.b, &d);
   const float *x = cx_f32(&a->in[0]);
   float *y = cx_f32(&a->out[0]);
-  bool v = cx_cpu_avx512();
+  int v = isa();
   (void)v;
 #pragma omp parallel num_threads(threads)
   {
@@ -271,7 +279,7 @@ cx_status cx_bn_nhwc_train(const cx_kernel_args *a, int threads) {
   float eps = cx_node_float(a->node, "epsilon", 1e-5f), lo, hi;
   bool act = cx_bn_activation(a->node, &lo, &hi);
   double m = (double)d.rows, *sum = s.pool, *sq = s.pool + d.c + 1;
-  bool v = cx_cpu_avx512();
+  int v = isa();
   cx_status st = CX_OK;
   /* the channel sums are pooled over the replicas (synchronised BatchNorm) by thread 0, which
    * is the thread that runs the program (collective calls come from it alone) */
@@ -329,7 +337,7 @@ cx_status cx_bn_nhwc_grad(const cx_kernel_args *a, int threads) {
   float bounds[2];
   const float *act = cx_bn_activation(a->node, &bounds[0], &bounds[1]) ? bounds : NULL;
   double m = (double)d.rows;
-  bool v = cx_cpu_avx512();
+  int v = isa();
   memcpy(s.m, mean, sizeof(float) * (size_t)d.c);
   tile(s.m, &d);
   if (act) forward_coefficients(a, &s, &d);

@@ -157,7 +157,7 @@ static cx_status qgemm_prepare(const cx_kernel_args *a, void **state, size_t *sc
 }
 
 static cx_status qlin_run(const cx_kernel_args *a) {
-  const qlin_state *s = a->state;
+  qlin_state *s = a->state;
   return cx_dnnl_exec_run(&s->e, a);
 }
 

@@ -1,5 +1,6 @@
 /* The reduce-to engine (ReduceSum, ReduceMean, ReduceSumTo) and the row primitives of the
- * softmax family, each with an AVX-512 path and a portable one.
+ * softmax family, each with an AVX-512 path and a portable one (the exp rows an AVX2 + FMA one
+ * too).
  *
  * A reduction is planned like a broadcast: x's shape loses its size-1 dimensions and neighbours
  * that are both reduced or both kept merge, leaving alternating groups. When the innermost group
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "eltwise_engine.h"
+#include "vec_avx2.h"
 
 enum { PAR_MIN = 1 << 15, CHUNK = 2048 };
 
@@ -24,9 +26,37 @@ __attribute__((target("avx512f"))) static void map_exp_avx512(float *y, const fl
   }
 }
 
+/* AVX2 + FMA: y = exp(a * x - b) (y NULL: not stored), returning its sum. One loop serves
+ * cx_cpu_map_exp (a = 1, b = 0), cx_cpu_row_exp_sum (a = 1, b = m: x * 1 - m is x - m exactly)
+ * and the log-sum-exp rows. */
+CX_AVX2 static float exp_axmb_avx2(float *y, const float *x, float a, float b, int64_t n) {
+  __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b), acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 e = cx_exp8(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), va, vb));
+    if (y) _mm256_storeu_ps(y + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  if (i < n) {
+    __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)),
+                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256 e = _mm256_and_ps(_mm256_castsi256_ps(k),
+                             cx_exp8(_mm256_fmsub_ps(_mm256_maskload_ps(x + i, k), va, vb)));
+    if (y) _mm256_maskstore_ps(y + i, k, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
 void cx_cpu_map_exp(float *y, const float *x, int64_t n) {
   if (cx_cpu_avx512()) {
     map_exp_avx512(y, x, n);
+    return;
+  }
+  if (cx_cpu_avx2()) {
+    exp_axmb_avx2(y, x, 1.0f, 0.0f, n);
     return;
   }
   for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]);
@@ -72,6 +102,7 @@ __attribute__((target("avx512f"))) static float row_exp_sum_avx512(float *y, con
 
 float cx_cpu_row_exp_sum(float *y, const float *x, float m, int64_t n) {
   if (cx_cpu_avx512()) return row_exp_sum_avx512(y, x, m, n);
+  if (cx_cpu_avx2()) return exp_axmb_avx2(y, x, 1.0f, m, n);
   float s = 0;
   for (int64_t i = 0; i < n; i++) s += y[i] = expf(x[i] - m);
   return s;
@@ -126,6 +157,7 @@ __attribute__((target("avx512f"))) static float row_exp_axmb_avx512(float *y, co
 
 static float row_exp_axmb(float *y, const float *x, float a, float b, int64_t n) {
   if (cx_cpu_avx512()) return row_exp_axmb_avx512(y, x, a, b, n);
+  if (cx_cpu_avx2()) return exp_axmb_avx2(y, x, a, b, n);
   float s = 0;
   for (int64_t i = 0; i < n; i++) {
     float e = expf(a * x[i] - b);
