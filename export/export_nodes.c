@@ -292,7 +292,9 @@ static const op_rule rules[] = {
     {"Slice", rule_slice, ""}, {"Pad", rule_pad, "mode"}, {"Expand", NULL, ""},
     {"Identity", NULL, ""}, {"Dropout", rule_dropout, "seed"},
     {"ReduceSum", rule_reduce_sum, "keepdims noop_with_empty_axes"},
-    {"ReduceMean", rule_reduce_mean, "axes keepdims"}, {"Softmax", NULL, "axis"},
+    {"ReduceMean", rule_reduce_mean, "axes keepdims"},
+    {"ReduceMax", rule_reduce_mean, "axes keepdims"}, /* ReduceMean's opset history */
+    {"Softmax", NULL, "axis"},
     {"LogSoftmax", NULL, "axis"}, {"Erf", NULL, ""}, {"Reciprocal", NULL, ""},
     {"Pow", NULL, ""}, {"Where", NULL, ""}, {"Gather", NULL, "axis"},
     {"GatherND", NULL, "batch_dims"}, {"LayerNormalization", rule_layer_norm, "axis epsilon"},

@@ -153,7 +153,8 @@ cx_status cx_onnx_add_einsum(cx_onnx_importer *im, const Onnx__NodeProto *n, con
 cx_status cx_onnx_add_tile(cx_onnx_importer *im, const Onnx__NodeProto *n, const char *name,
                            int x) {
   cx_onnx_const rep[2] = {{0}};
-  bool known = n->n_input == 2 && *n->input[1] && cx_onnx_input_const(im, n->input[1], 0, &rep[0]) &&
+  bool known = n->n_input == 2 && *n->input[1] &&
+               cx_onnx_input_const(im, n->input[1], 0, &rep[0]) &&
                cx_onnx_input_const(im, n->input[1], 1, &rep[1]);
   cx_shape in[2] = {cx_onnx_var_shape(im, x, 0), cx_onnx_var_shape(im, x, 1)}, mid[2], out[2];
   int rank = in[0].ndim;

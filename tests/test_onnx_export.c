@@ -261,7 +261,7 @@ static cx_graph *misc(void) {
 
 /* The transformer teachers' ops: LayerNormalization (last axis with a bias, two axes without;
  * composed below opset 17), Gelu (both approximations; composed below opset 20), Erf,
- * Reciprocal, Pow, Where with a constant mask, Gather and GatherND of activations, and ViT's
+ * Reciprocal, Pow, Where with a constant mask, Gather and GatherND of activations, ReduceMax, and ViT's
  * class token expanded to the batch (ExpandBatch, written as Shape, Slice, Concat, Expand). */
 static cx_graph *transformer(void) {
   cx_graph *g = cx_graph_new();
@@ -300,8 +300,12 @@ static cx_graph *transformer(void) {
   int tr = node1(g, "Transpose", "to_rows", &(int){cx_node_output(g, ga, 0)}, 1);
   cx_node_set_ints(g, tr, "perm", (int64_t[]){1, 2, 0}, 3); /* [3, 8, N] */
   int gn = node1(g, "GatherND", "gather_nd", (int[]){cx_node_output(g, tr, 0), ix}, 2); /* [2, N] */
+  int mx = node1(g, "ReduceMax", "reduce_max", &wh, 1);
+  cx_node_set_ints(g, mx, "axes", (int64_t[]){-1}, 1);
+  cx_node_set_int(g, mx, "keepdims", 0); /* [N, 6] */
   cx_graph_mark_output(g, cx_node_output(g, gn, 0));
   cx_graph_mark_output(g, cx_node_output(g, ga, 0));
+  cx_graph_mark_output(g, cx_node_output(g, mx, 0));
   return g;
 }
 
