@@ -297,7 +297,9 @@ static const op_rule rules[] = {
     {"Softmax", NULL, "axis"},
     {"LogSoftmax", NULL, "axis"}, {"Erf", NULL, ""}, {"Reciprocal", NULL, ""},
     {"Pow", NULL, ""}, {"Where", NULL, ""}, {"Gather", NULL, "axis"},
-    {"GatherND", NULL, "batch_dims"}, {"LayerNormalization", rule_layer_norm, "axis epsilon"},
+    {"GatherND", NULL, "batch_dims"}, {"Equal", NULL, ""}, {"Less", NULL, ""},
+    {"Greater", NULL, ""}, {"LessOrEqual", NULL, ""}, {"GreaterOrEqual", NULL, ""},
+    {"Not", NULL, ""}, {"Cast", NULL, "to"}, {"LayerNormalization", rule_layer_norm, "axis epsilon"},
     {"SoftmaxCrossEntropyLoss", rule_sce, "ignore_index reduction"},
     /* opset 13's form, unchanged through 17 (19 adds saturate for float8 types) */
     {"QuantizeLinear", NULL, "axis"}, {"DequantizeLinear", NULL, "axis"},

@@ -1,5 +1,5 @@
-"""Models with the ops the importer writes as others (Einsum's attention forms, Tile), for
-test_onnx_rewrite.
+"""Models with the ops the importer writes as others (Einsum's attention forms, Tile) and masks
+computed from activations (comparisons, Not, Cast, Where), for test_onnx_rewrite.
 
     rewrite_models.py OUT_DIR
 
@@ -73,6 +73,26 @@ def main():
         ], [numpy_helper.from_array(np.array([1, 2, 3], np.int64), "r1"),
             numpy_helper.from_array(np.array([2, 1, 3], np.int64), "r2"), f32("t", [2, 3, 1], 12)],
             ["N", 3, 4], ["tiled", "tiled_param"]),
+        # masks computed from activations: comparisons, Not, Cast to int64, bool and float, Where
+        save(out, "masks", [
+            helper.make_node("Less", ["input", "c"], ["lt"]),
+            helper.make_node("Not", ["lt"], ["ge"]),
+            helper.make_node("Where", ["ge", "input", "zero"], ["relu_like"]),
+            helper.make_node("Cast", ["input"], ["ints"], to=TensorProto.INT64),
+            helper.make_node("Equal", ["ints", "one"], ["is_one"]),
+            helper.make_node("Cast", ["is_one"], ["is_one_f"], to=TensorProto.FLOAT),
+            helper.make_node("Greater", ["input", "c"], ["gt"]),
+            helper.make_node("LessOrEqual", ["input", "zero"], ["le"]),
+            helper.make_node("GreaterOrEqual", ["ints", "one"], ["gei"]),
+            helper.make_node("Cast", ["gt"], ["gt_f"], to=TensorProto.FLOAT),
+            helper.make_node("Cast", ["le"], ["le_f"], to=TensorProto.FLOAT),
+            helper.make_node("Cast", ["gei"], ["gei_f"], to=TensorProto.FLOAT),
+            helper.make_node("Sum", ["gt_f", "le_f", "gei_f", "is_one_f"], ["counts"]),
+            helper.make_node("Cast", ["input"], ["nonzero"], to=TensorProto.BOOL),
+            helper.make_node("Cast", ["nonzero"], ["nonzero_f"], to=TensorProto.FLOAT),
+        ], [f32("c", [4], 13), numpy_helper.from_array(np.array(0, np.float32), "zero"),
+            numpy_helper.from_array(np.array([1], np.int64), "one")], ["N", 3, 4],
+            ["relu_like", "counts", "nonzero_f"]),
     ]
     save(out, "refused", [einsum("bii,bij->bj", "input", "input", "y")], [], ["N", 3, 3], ["y"])
     with open(os.path.join(out, "names.txt"), "w") as f:

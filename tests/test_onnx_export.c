@@ -261,7 +261,8 @@ static cx_graph *misc(void) {
 
 /* The transformer teachers' ops: LayerNormalization (last axis with a bias, two axes without;
  * composed below opset 17), Gelu (both approximations; composed below opset 20), Erf,
- * Reciprocal, Pow, Where with a constant mask, Gather and GatherND of activations, ReduceMax, and ViT's
+ * Reciprocal, Pow, Where with a constant mask, a computed mask (Less, Cast), Gather and GatherND
+ * of activations, ReduceMax, and ViT's
  * class token expanded to the batch (ExpandBatch, written as Shape, Slice, Concat, Expand). */
 static cx_graph *transformer(void) {
   cx_graph *g = cx_graph_new();
@@ -300,6 +301,10 @@ static cx_graph *transformer(void) {
   int tr = node1(g, "Transpose", "to_rows", &(int){cx_node_output(g, ga, 0)}, 1);
   cx_node_set_ints(g, tr, "perm", (int64_t[]){1, 2, 0}, 3); /* [3, 8, N] */
   int gn = node1(g, "GatherND", "gather_nd", (int[]){cx_node_output(g, tr, 0), ix}, 2); /* [2, N] */
+  int lt = cx_graph_op(g, "Less", "less", (int[]){rc, scalar(g, "threshold", 0.6f)}, 2);
+  int ltf = node1(g, "Cast", "mask_float", &lt, 1);
+  cx_node_set_int(g, ltf, "to", 1);
+  wh = cx_graph_op(g, "Mul", "masked", (int[]){wh, cx_node_output(g, ltf, 0)}, 2);
   int mx = node1(g, "ReduceMax", "reduce_max", &wh, 1);
   cx_node_set_ints(g, mx, "axes", (int64_t[]){-1}, 1);
   cx_node_set_int(g, mx, "keepdims", 0); /* [N, 6] */

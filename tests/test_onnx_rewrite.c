@@ -1,5 +1,6 @@
 /* The ops the importer writes as others (import/onnx_rewrite.c): Einsum's batched matrix-product
- * forms as MatMul and Transpose, Tile as Reshape, Expand, Reshape. Models made by
+ * forms as MatMul and Transpose, Tile as Reshape, Expand, Reshape; and masks computed from
+ * activations (comparisons, Not, Cast, Where), which run as ops. Models made by
  * tests/rewrite_models.py import with no Einsum or Tile left, match ONNX Runtime within 1e-5
  * relative at batch 1 and 2, and their parameters' gradients match finite differences (the op
  * harness, tests/op_check.h); an equation outside those forms is refused naming the node.
