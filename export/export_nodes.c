@@ -299,7 +299,8 @@ static const op_rule rules[] = {
     {"Pow", NULL, ""}, {"Where", NULL, ""}, {"Gather", NULL, "axis"},
     {"GatherND", NULL, "batch_dims"}, {"Equal", NULL, ""}, {"Less", NULL, ""},
     {"Greater", NULL, ""}, {"LessOrEqual", NULL, ""}, {"GreaterOrEqual", NULL, ""},
-    {"Not", NULL, ""}, {"Cast", NULL, "to"}, {"LayerNormalization", rule_layer_norm, "axis epsilon"},
+    {"Not", NULL, ""}, {"Cast", NULL, "to"},
+    {"LayerNormalization", rule_layer_norm, "axis epsilon"},
     {"SoftmaxCrossEntropyLoss", rule_sce, "ignore_index reduction"},
     /* opset 13's form, unchanged through 17 (19 adds saturate for float8 types) */
     {"QuantizeLinear", NULL, "axis"}, {"DequantizeLinear", NULL, "axis"},

@@ -275,7 +275,8 @@ static cx_graph *transformer(void) {
   int cat = node1(g, "Concat", "concat", (int[]){cx_node_output(g, tok, 0), x}, 2);
   cx_node_set_int(g, cat, "axis", 1); /* [N, 6, 8] */
   int ln = node1(g, "LayerNormalization", "ln1",
-                 (int[]){cx_node_output(g, cat, 0), oc_param(g, "ln1.scale", &S(8), 0.5f, 1.5f, 301),
+                 (int[]){cx_node_output(g, cat, 0),
+                         oc_param(g, "ln1.scale", &S(8), 0.5f, 1.5f, 301),
                          oc_param(g, "ln1.bias", &S(8), -0.5f, 0.5f, 302)}, 3);
   cx_node_set_float(g, ln, "epsilon", 1e-3f);
   int ge = node1(g, "Gelu", "gelu", &(int){cx_node_output(g, ln, 0)}, 1);
