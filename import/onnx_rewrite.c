@@ -152,6 +152,7 @@ cx_status cx_onnx_add_einsum(cx_onnx_importer *im, const Onnx__NodeProto *n, con
 
 cx_status cx_onnx_add_tile(cx_onnx_importer *im, const Onnx__NodeProto *n, const char *name,
                            int x) {
+  if (x < 0) return cx_fail(CX_ERR_FORMAT, "node '%s' (Tile): no input", name);
   cx_onnx_const rep[2] = {{0}};
   bool known = n->n_input == 2 && *n->input[1] &&
                cx_onnx_input_const(im, n->input[1], 0, &rep[0]) &&
