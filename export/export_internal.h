@@ -62,6 +62,9 @@ cx_status cx_ex_nomem(void);
 
 /* ---- the passes ---- */
 cx_status cx_ex_lower_node(cx_exporter *ex, int node);   /* export_nodes.c */
+/* LayerNormalization below opset 17, Gelu below 20 and ExpandBatch as several ONNX nodes
+ * (export_compose.c); *done false: the node is not one of those. */
+cx_status cx_ex_lower_composed(cx_exporter *ex, int node, bool *done);
 
 /* ---- FakeQuantize as QDQ (export_qdq.c) ---- */
 /* Whether value v is the output of a FakeQuantize on an activation (its input is not an

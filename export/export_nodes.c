@@ -1,6 +1,7 @@
 /* One graph node → ONNX node(s) in the target opset's form. The graph holds each op in its
  * canonical form (the newest opset's semantics, or an older attribute form the builder or
- * importer kept); each rule below rewrites what differs in opsets 13 to 17. */
+ * importer kept); each rule below rewrites what differs in opsets 13 to 17. Ops an opset lacks
+ * are written as several nodes by export_compose.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,6 +259,15 @@ static cx_status rule_hard_swish(draft *d) {
   return set_input(d, 1, hs_out);
 }
 
+/* Opset 17's LayerNormalization (below 17 it is composed: export_compose.c); stash_type 1
+ * (statistics in f32) is its default and what the engine computes. */
+static cx_status rule_layer_norm(draft *d) {
+  const cx_attr *a = find_attr(d, "stash_type");
+  if (a && a->i != 1) return fail(d, "stash_type other than 1 (f32 statistics)");
+  drop_attr(d, "stash_type");
+  return CX_OK;
+}
+
 /* The attributes each op may carry in opsets 13 to 17, after the rules. */
 typedef struct op_rule {
   const char *op;
@@ -282,8 +292,15 @@ static const op_rule rules[] = {
     {"Slice", rule_slice, ""}, {"Pad", rule_pad, "mode"}, {"Expand", NULL, ""},
     {"Identity", NULL, ""}, {"Dropout", rule_dropout, "seed"},
     {"ReduceSum", rule_reduce_sum, "keepdims noop_with_empty_axes"},
-    {"ReduceMean", rule_reduce_mean, "axes keepdims"}, {"Softmax", NULL, "axis"},
-    {"LogSoftmax", NULL, "axis"},
+    {"ReduceMean", rule_reduce_mean, "axes keepdims"},
+    {"ReduceMax", rule_reduce_mean, "axes keepdims"}, /* ReduceMean's opset history */
+    {"Softmax", NULL, "axis"},
+    {"LogSoftmax", NULL, "axis"}, {"Erf", NULL, ""}, {"Reciprocal", NULL, ""},
+    {"Pow", NULL, ""}, {"Where", NULL, ""}, {"Gather", NULL, "axis"},
+    {"GatherND", NULL, "batch_dims"}, {"Equal", NULL, ""}, {"Less", NULL, ""},
+    {"Greater", NULL, ""}, {"LessOrEqual", NULL, ""}, {"GreaterOrEqual", NULL, ""},
+    {"Not", NULL, ""}, {"Cast", NULL, "to"},
+    {"LayerNormalization", rule_layer_norm, "axis epsilon"},
     {"SoftmaxCrossEntropyLoss", rule_sce, "ignore_index reduction"},
     /* opset 13's form, unchanged through 17 (19 adds saturate for float8 types) */
     {"QuantizeLinear", NULL, "axis"}, {"DequantizeLinear", NULL, "axis"},
@@ -358,6 +375,9 @@ static cx_status make_draft(cx_exporter *ex, int index, draft *d) {
 cx_status cx_ex_lower_node(cx_exporter *ex, int index) {
   const cx_node *n = &ex->g->nodes[index];
   if (!strcmp(n->op->name, "FakeQuantize")) return cx_ex_lower_fake_quantize(ex, index);
+  bool composed = false;
+  CX_TRY(cx_ex_lower_composed(ex, index, &composed));
+  if (composed) return CX_OK;
   if (strcmp(n->op->domain, CX_DOMAIN_ONNX))
     return cx_fail(CX_ERR_UNSUPPORTED, "node '%s' (%s) is in domain %s, which ONNX export cannot "
                    "write (gradient and loss ops exist only inside compress)", n->name,

@@ -12,6 +12,7 @@
  * Swin's window-mask construction: Mod, Not, ScatterND); everything else must be in the op
  * table. */
 static const char *const rewritten[] = {"Identity", "Squeeze", "Unsqueeze", "Cast", "Constant",
+                                        "Einsum", "Tile",
                                         "Shape", "Gather", "ConstantOfShape", "Range", "Equal",
                                         "Where", "Floor", "Ceil", "Mod", "Not", "ScatterND", NULL};
 
@@ -89,7 +90,7 @@ int cx_onnx_value(cx_onnx_importer *im, const char *name, cx_value_kind kind, co
   return -1;
 }
 
-static cx_shape var_shape(const cx_onnx_importer *im, int v, int variant) {
+cx_shape cx_onnx_var_shape(const cx_onnx_importer *im, int v, int variant) {
   const cx_value *x = &im->g->values[v];
   if (x->kind == CX_VALUE_ACT) return im->shape[variant][v];
   cx_shape s = x->shape;
@@ -113,7 +114,7 @@ cx_status cx_onnx_infer(cx_onnx_importer *im, int node) {
     const void *in_data[64];
     for (int k = 0; k < n->n_in && k < 64; k++) {
       int v = n->in[k];
-      in_shape[k] = v >= 0 ? var_shape(im, v, variant) : (cx_shape){0};
+      in_shape[k] = v >= 0 ? cx_onnx_var_shape(im, v, variant) : (cx_shape){0};
       in_dtype[k] = v >= 0 ? g->values[v].dtype : CX_F32;
       in_data[k] = v >= 0 && g->values[v].kind == CX_VALUE_CONST ? g->values[v].init : NULL;
     }
@@ -175,7 +176,7 @@ static void copy_attrs(cx_onnx_importer *im, const Onnx__NodeProto *n, int node,
   }
 }
 
-static int const_input(cx_onnx_importer *im, const char *node, const char *what, cx_dtype dt,
+int cx_onnx_const_input(cx_onnx_importer *im, const char *node, const char *what, cx_dtype dt,
                        int n, const double *vals) {
   char base[600];
   snprintf(base, sizeof base, "%s/%s", node, what);
@@ -197,12 +198,12 @@ static int ints_input(cx_onnx_importer *im, const char *node, const char *what,
   double v[64];
   int n = a ? (int)(a->n_ints < 64 ? a->n_ints : 64) : 0;
   for (int k = 0; k < n; k++) v[k] = (double)a->ints[k];
-  return const_input(im, node, what, CX_S64, n, v);
+  return cx_onnx_const_input(im, node, what, CX_S64, n, v);
 }
 
 /* A Reshape target for `out` given the input's two variant shapes: dimensions that follow the
  * batch become 0 (copy the input's) where they sit at the same axis, else the one -1. */
-static int reshape_target(cx_onnx_importer *im, const char *node, const cx_shape in[2],
+int cx_onnx_reshape_target(cx_onnx_importer *im, const char *node, const cx_shape in[2],
                           const cx_shape out[2]) {
   double v[CX_MAX_DIMS];
   int free_dims = 0;
@@ -216,7 +217,7 @@ static int reshape_target(cx_onnx_importer *im, const char *node, const cx_shape
             "one dimension", node);
     return -1;
   }
-  return const_input(im, node, "shape", CX_S64, out[0].ndim, v);
+  return cx_onnx_const_input(im, node, "shape", CX_S64, out[0].ndim, v);
 }
 
 /* Axes from the attribute (older opsets) or a constant second input (newer ones). */
@@ -286,9 +287,9 @@ static cx_status reshaped(cx_onnx_importer *im, const Onnx__NodeProto *n, const 
 
 static cx_status add_as_reshape(cx_onnx_importer *im, const Onnx__NodeProto *n, const char *name,
                                 int x) {
-  cx_shape in[2] = {var_shape(im, x, 0), var_shape(im, x, 1)}, out[2];
+  cx_shape in[2] = {cx_onnx_var_shape(im, x, 0), cx_onnx_var_shape(im, x, 1)}, out[2];
   for (int v = 0; v < 2; v++) CX_TRY(reshaped(im, n, in, v, &out[v]));
-  int target = reshape_target(im, name, in, out);
+  int target = cx_onnx_reshape_target(im, name, in, out);
   if (target < 0) return CX_ERR_UNSUPPORTED;
   int node = cx_graph_node_named(im->g, "Reshape", name, (int[]){x, target}, 2,
                                  (const char *const *)n->output, 1);
@@ -318,8 +319,8 @@ static int legacy_inputs(cx_onnx_importer *im, const Onnx__NodeProto *n, const c
   const char *op = n->op_type;
   if (!strcmp(op, "Clip") && im->opset < 11) {
     double lo = attr_float(n, "min", -INFINITY), hi = attr_float(n, "max", INFINITY);
-    in[1] = const_input(im, name, "min", CX_F32, -1, &lo);
-    in[2] = const_input(im, name, "max", CX_F32, -1, &hi);
+    in[1] = cx_onnx_const_input(im, name, "min", CX_F32, -1, &lo);
+    in[2] = cx_onnx_const_input(im, name, "max", CX_F32, -1, &hi);
     return 3;
   }
   if (!strcmp(op, "Slice") && im->opset < 10) {
@@ -331,12 +332,12 @@ static int legacy_inputs(cx_onnx_importer *im, const Onnx__NodeProto *n, const c
   if (!strcmp(op, "Pad") && im->opset < 11) {
     double value = attr_float(n, "value", 0);
     in[1] = ints_input(im, name, "pads", attr(n, "pads"));
-    in[2] = const_input(im, name, "value", CX_F32, -1, &value);
+    in[2] = cx_onnx_const_input(im, name, "value", CX_F32, -1, &value);
     return 3;
   }
   if (!strcmp(op, "Dropout") && im->opset < 12) {
     double ratio = attr_float(n, "ratio", 0.5);
-    in[1] = const_input(im, name, "ratio", CX_F32, -1, &ratio);
+    in[1] = cx_onnx_const_input(im, name, "ratio", CX_F32, -1, &ratio);
     return 2;
   }
   return n_in;
@@ -390,7 +391,7 @@ static cx_status add_plain(cx_onnx_importer *im, const Onnx__NodeProto *n, const
     /* Before opset 13 these flattened the input to 2-D at `axis` (default 1); that equals the
      * new single-axis form when the axis is the last one. */
     int x = in[0];
-    cx_shape s = var_shape(im, x, 1);
+    cx_shape s = cx_onnx_var_shape(im, x, 1);
     int64_t axis = cx_node_int(&im->g->nodes[node], "axis", 1);
     if (axis < 0) axis += s.ndim;
     for (int d = (int)axis + 1; d < s.ndim; d++)
@@ -442,7 +443,7 @@ static cx_status add_expand_batch(cx_onnx_importer *im, const Onnx__NodeProto *n
   if (ref < 0)
     return cx_fail(CX_ERR_UNSUPPORTED, "node '%s' (Expand): its shape follows the batch, but no "
                    "graph input has a symbolic batch dimension", name);
-  int shape = const_input(im, name, "shape", CX_S64, (int)k, v);
+  int shape = cx_onnx_const_input(im, name, "shape", CX_S64, (int)k, v);
   int node = cx_graph_node_named(im->g, "ExpandBatch", name, (int[]){x, shape, ref}, 3,
                                  (const char *const *)n->output, 1);
   if (node < 0) return cx_graph_status(im->g);
@@ -476,6 +477,8 @@ cx_status cx_onnx_add_node(cx_onnx_importer *im, const Onnx__NodeProto *n, const
       same = f->v[0].i[k] == f->v[1].i[k];
     if (!same) return add_as_reshape(im, n, name, x);
   }
+  if (!strcmp(op, "Einsum")) return cx_onnx_add_einsum(im, n, name);
+  if (!strcmp(op, "Tile")) return cx_onnx_add_tile(im, n, name, x);
   if (!strcmp(op, "Expand")) {
     bool done;
     cx_status s = add_expand_batch(im, n, name, x, &done);

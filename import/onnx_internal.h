@@ -88,3 +88,16 @@ cx_status cx_onnx_infer(cx_onnx_importer *im, int node);
 /* Whether an op type is one the importer can take (op table, folding, or canonicalisation). */
 bool cx_onnx_op_known(const char *op_type);
 const char *cx_onnx_resolve_alias(const cx_onnx_importer *im, const char *name);
+/* A value's shape in one variant (activations as inferred, inputs with the batch filled in). */
+cx_shape cx_onnx_var_shape(const cx_onnx_importer *im, int v, int variant);
+/* A constant input named "<node>/<what>": n values of type dt (1-D), or a scalar for n < 0. */
+int cx_onnx_const_input(cx_onnx_importer *im, const char *node, const char *what, cx_dtype dt,
+                        int n, const double *vals);
+/* A Reshape target taking `in` to `out` in both variants: dimensions that follow the batch are 0
+ * (copy the input's) where they stay at their axis, else the one -1; -1 after an error. */
+int cx_onnx_reshape_target(cx_onnx_importer *im, const char *node, const cx_shape in[2],
+                           const cx_shape out[2]);
+/* Ops written as others (onnx_rewrite.c): Einsum's attention forms as MatMul and Transpose,
+ * Tile as Reshape, Expand, Reshape. */
+cx_status cx_onnx_add_einsum(cx_onnx_importer *im, const Onnx__NodeProto *n, const char *name);
+cx_status cx_onnx_add_tile(cx_onnx_importer *im, const Onnx__NodeProto *n, const char *name, int x);

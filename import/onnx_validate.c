@@ -184,7 +184,7 @@ static const struct { const char *op; int64_t since; int n; } required[] = {
     {"Range", 1, 3},    {"Equal", 1, 2},    {"Where", 1, 3},     {"Floor", 1, 1},
     {"Ceil", 1, 1},     {"Sqrt", 1, 1},     {"Neg", 1, 1},       {"Slice", 10, 3},
     {"Pad", 11, 2},     {"Reshape", 5, 2},  {"Mod", 10, 2},      {"Pow", 1, 2},
-    {"Not", 1, 1},      {"ScatterND", 11, 3},
+    {"Not", 1, 1},      {"ScatterND", 11, 3}, {"Tile", 6, 2},    {"Einsum", 12, 1},
 };
 
 int cx_onnx_required_inputs(const char *op, int64_t opset) {

@@ -259,6 +259,62 @@ static cx_graph *misc(void) {
   return g;
 }
 
+/* The transformer teachers' ops: LayerNormalization (last axis with a bias, two axes without;
+ * composed below opset 17), Gelu (both approximations; composed below opset 20), Erf,
+ * Reciprocal, Pow, Where with a constant mask, a computed mask (Less, Cast), Gather and GatherND
+ * of activations, ReduceMax, and ViT's
+ * class token expanded to the batch (ExpandBatch, written as Shape, Slice, Concat, Expand). */
+static cx_graph *transformer(void) {
+  cx_graph *g = cx_graph_new();
+  int x = cx_graph_input(g, "x", CX_F32, &S(-1, 5, 8));
+  int tok = cx_graph_node(g, "ExpandBatch", "class_token",
+                          (int[]){oc_param(g, "token", &S(1, 1, 8), -1, 1, 300),
+                                  cx_graph_const_s64(g, "token_shape", 3, (int64_t[]){1, 1, 8}),
+                                  x}, 3, 1);
+  cx_node_set_ints(g, tok, "batch_axes", (int64_t[]){0}, 1);
+  int cat = node1(g, "Concat", "concat", (int[]){cx_node_output(g, tok, 0), x}, 2);
+  cx_node_set_int(g, cat, "axis", 1); /* [N, 6, 8] */
+  int ln = node1(g, "LayerNormalization", "ln1",
+                 (int[]){cx_node_output(g, cat, 0),
+                         oc_param(g, "ln1.scale", &S(8), 0.5f, 1.5f, 301),
+                         oc_param(g, "ln1.bias", &S(8), -0.5f, 0.5f, 302)}, 3);
+  cx_node_set_float(g, ln, "epsilon", 1e-3f);
+  int ge = node1(g, "Gelu", "gelu", &(int){cx_node_output(g, ln, 0)}, 1);
+  int ln2 = node1(g, "LayerNormalization", "ln2",
+                  (int[]){cx_node_output(g, ge, 0), oc_param(g, "ln2.scale", &S(6, 8), 0.5f, 1.5f,
+                                                             303)}, 2);
+  cx_node_set_int(g, ln2, "axis", 1);
+  int gt = node1(g, "Gelu", "gelu_tanh", &(int){cx_node_output(g, ln2, 0)}, 1);
+  cx_node_set_string(g, gt, "approximate", "tanh");
+  int y = cx_graph_op(g, "Erf", "erf", &(int){cx_node_output(g, gt, 0)}, 1);
+  int sq = cx_graph_op(g, "Pow", "pow", (int[]){y, scalar(g, "two", 2)}, 2);
+  int rc = cx_graph_op(g, "Reciprocal", "reciprocal",
+                       &(int){cx_graph_op(g, "Add", "add1", (int[]){sq, scalar(g, "one", 1)}, 2)},
+                       1);
+  uint8_t mask[8] = {1, 0, 1, 1, 0, 0, 1, 0};
+  int m = cx_graph_init(g, CX_VALUE_CONST, "mask", CX_BOOL, &S(8), mask);
+  int wh = cx_graph_op(g, "Where", "where", (int[]){m, rc, y}, 3);
+  int ga = node1(g, "Gather", "gather", (int[]){wh, cx_graph_const_s64(g, "rows", 3,
+                                                                       (int64_t[]){0, -1, 2})}, 2);
+  cx_node_set_int(g, ga, "axis", 1); /* [N, 3, 8] */
+  int64_t pick[4] = {1, 0, 2, 2};
+  int ix = cx_graph_init(g, CX_VALUE_CONST, "pick", CX_S64, &S(2, 2), pick);
+  int tr = node1(g, "Transpose", "to_rows", &(int){cx_node_output(g, ga, 0)}, 1);
+  cx_node_set_ints(g, tr, "perm", (int64_t[]){1, 2, 0}, 3); /* [3, 8, N] */
+  int gn = node1(g, "GatherND", "gather_nd", (int[]){cx_node_output(g, tr, 0), ix}, 2); /* [2, N] */
+  int lt = cx_graph_op(g, "Less", "less", (int[]){rc, scalar(g, "threshold", 0.6f)}, 2);
+  int ltf = node1(g, "Cast", "mask_float", &lt, 1);
+  cx_node_set_int(g, ltf, "to", 1);
+  wh = cx_graph_op(g, "Mul", "masked", (int[]){wh, cx_node_output(g, ltf, 0)}, 2);
+  int mx = node1(g, "ReduceMax", "reduce_max", &wh, 1);
+  cx_node_set_ints(g, mx, "axes", (int64_t[]){-1}, 1);
+  cx_node_set_int(g, mx, "keepdims", 0); /* [N, 6] */
+  cx_graph_mark_output(g, cx_node_output(g, gn, 0));
+  cx_graph_mark_output(g, cx_node_output(g, ga, 0));
+  cx_graph_mark_output(g, cx_node_output(g, mx, 0));
+  return g;
+}
+
 /* A QDQ graph as ONNX Runtime's quantize_static writes one: activations through
  * QuantizeLinear → DequantizeLinear (uint8 with zero point 128 in, int8 with a scalar scale out),
  * the convolution's weight an int8 initializer behind a per-channel DequantizeLinear (axis 0), its
@@ -631,6 +687,8 @@ int main(void) {
   check_graph("reduce", g = reduce(), 0, 0);
   cx_graph_free(g);
   check_graph("misc", g = misc(), 0, 0);
+  cx_graph_free(g);
+  check_graph("transformer", g = transformer(), 0, 0);
   cx_graph_free(g);
   check_graph("unfoldable", g = unfoldable(), 3, 3);
   cx_graph_free(g);

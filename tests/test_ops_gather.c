@@ -1,6 +1,7 @@
 /* Gather and GatherND on activations, GatherGrad and GatherNDGrad: forward against the
- * reference, the gradient against finite differences (repeated and negative indices add up), the
- * gradient ops on their own, and an index out of range refused with the node's name. */
+ * reference, the gradient against finite differences (repeated and negative indices add up;
+ * GatherND with batch_dims 1 and 2), the gradient ops on their own, and an index out of range
+ * refused with the node's name. */
 
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +26,20 @@ static int gather_case(const char *label, cx_shape x, int64_t axis, cx_shape ind
   int f = oc_check(l, g, &(oc_opts){.grad = true, .seed = 31});
   snprintf(l, sizeof l, "%s [infer]", label);
   f += oc_check(l, g, &(oc_opts){.seed = 31});
+  cx_graph_free(g);
+  return f;
+}
+
+/* GatherND with batch_dims: each sample's tuples index its own slice of x */
+static int gather_nd_batch_case(const char *label, cx_shape x, cx_shape ind, const int64_t *v,
+                                int64_t batch_dims) {
+  cx_graph *g = cx_graph_new();
+  int in[2] = {oc_param(g, "x", &x, -1, 1, 91), cx_graph_init(g, CX_VALUE_CONST, "indices",
+                                                              CX_S64, &ind, v)};
+  int n = cx_graph_node(g, "GatherND", "gather", in, 2, 1);
+  cx_node_set_int(g, n, "batch_dims", batch_dims);
+  cx_graph_mark_output(g, cx_node_output(g, n, 0));
+  int f = oc_check(label, g, &(oc_opts){.grad = true, .seed = 92});
   cx_graph_free(g);
   return f;
 }
@@ -90,6 +105,12 @@ int main(void) {
                    S(3, 1), (int64_t[]){2, -1, 2});
   f += gather_case("GatherND [2,3] indices [2,2,2] (k = rank: elements)", S(2, 3), INT64_MIN,
                    S(2, 2, 2), (int64_t[]){0, 0, 1, 2, 1, 2, 0, 1});
+  f += gather_nd_batch_case("GatherND batch_dims 1: [2,4,3] indices [2,3,1] with -1", S(2, 4, 3),
+                            S(2, 3, 1), (int64_t[]){0, 3, -1, 2, 2, 1}, 1);
+  f += gather_nd_batch_case("GatherND batch_dims 2: [2,3,4,5] indices [2,3,2,2]", S(2, 3, 4, 5),
+                            S(2, 3, 2, 2),
+                            (int64_t[]){0, 1, 3, 4, 2, 2, 1, 0, 0, 0, 3, 4, 1, 1, 2, 3, 0, 4,
+                                        3, 3, 2, 0, 1, 1}, 2);
   f += gather_grad_case() + gather_nd_grad_case() + out_of_range_case();
   printf("%s: %d failure(s)\n", f ? "FAIL" : "PASS", f);
   return f != 0;

@@ -104,7 +104,17 @@ MODELS = {
     "swin_t": (lambda: torchvision.models.swin_t(), 64, None),
     "vit_b_16": (lambda: torchvision.models.vit_b_16(), 224, None),
     "efficientnet_v2_s": (lambda: torchvision.models.efficientnet_v2_s(), 64, None),
+    # timm's, by hand too, where timm is installed (it is not among the tests' packages; 0.9.16
+    # works with this PyTorch: pip install --no-deps timm==0.9.16)
+    "deit_tiny": (lambda: timm_model("deit_tiny_patch16_224"), 224, None),
+    "deit_tiny_distilled": (lambda: timm_model("deit_tiny_distilled_patch16_224"), 224, None),
+    "levit_128s": (lambda: timm_model("levit_128s"), 224, None),
 }
+
+
+def timm_model(name):
+    import timm  # only for the timm entries
+    return timm.create_model(name, pretrained=False)
 
 
 def export(name, out):

@@ -11,6 +11,7 @@ extern const cx_op_def *const cx_ops_norm[];
 extern const cx_op_def *const cx_ops_layer_norm[];
 extern const cx_op_def *const cx_ops_gather[];
 extern const cx_op_def *const cx_ops_select[];
+extern const cx_op_def *const cx_ops_compare[];
 extern const cx_op_def *const cx_ops_pool[];
 extern const cx_op_def *const cx_ops_linear[];
 extern const cx_op_def *const cx_ops_shape[];

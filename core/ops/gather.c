@@ -1,5 +1,5 @@
-/* Gather and GatherND (batch_dims 0: the dynamo exporter's form of LeViT's attention biases) on
- * activations with s64 indices, and GatherNDGrad like GatherGrad below; Gather on activations
+/* Gather and GatherND (any batch_dims; 0 is the dynamo exporter's form of LeViT's attention
+ * biases) on activations with s64 indices, and GatherNDGrad like GatherGrad below; Gather on activations
  * (ViT's class token x[:, 0]), and GatherGrad(dY, indices) -> dData (attribute `shape`: data's shape),
  * which adds each gathered slice's gradient back where it came from (repeated indices add up).
  * Gather of constants is folded at import (import/onnx_fold.c). */
@@ -58,38 +58,51 @@ static cx_status check_indices(const cx_infer_ctx *c, const cx_gather_split *s) 
 cx_status cx_gather_nd_split_make(const cx_node *n, const cx_shape *data, const cx_shape *indices,
                                   cx_gather_nd_split *s) {
   int q = indices->ndim;
-  if (cx_node_int(n, "batch_dims", 0) != 0)
-    return cx_fail(CX_ERR_UNSUPPORTED, "node '%s' (%s): batch_dims other than 0 is not supported",
-                   n->name, n->op->name);
-  s->k = q ? (int)indices->d[q - 1] : 0;
-  if (q < 1 || s->k < 1 || s->k > data->ndim || q - 1 + data->ndim - s->k > CX_MAX_DIMS)
+  int64_t b = cx_node_int(n, "batch_dims", 0);
+  if (b < 0 || b >= q || b >= data->ndim)
+    return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): batch_dims %lld must be at least 0 and below "
+                   "the ranks of data (%d) and indices (%d)", n->name, n->op->name, (long long)b,
+                   data->ndim, q);
+  s->batch_dims = (int)b;
+  for (int d = 0; d < s->batch_dims; d++)
+    if (data->d[d] != indices->d[d])
+      return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): batch axis %d is %lld in data and %lld in "
+                     "indices", n->name, n->op->name, d, (long long)data->d[d],
+                     (long long)indices->d[d]);
+  s->k = (int)indices->d[q - 1];
+  if (s->k < 1 || s->k > data->ndim - s->batch_dims || q - 1 + data->ndim - s->k > CX_MAX_DIMS)
     return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): indices [..., k] need 1 <= k <= rank of data "
-                   "(%d)", n->name, n->op->name, data->ndim);
-  s->tuples = s->slice = 1;
+                   "less batch_dims (%d)", n->name, n->op->name, data->ndim - s->batch_dims);
+  s->tuples = s->slice = s->per_batch = s->batch_slices = 1;
   for (int d = 0; d < q - 1; d++) s->tuples *= indices->d[d];
-  for (int d = s->k; d < data->ndim; d++) s->slice *= data->d[d];
+  for (int d = s->batch_dims; d < q - 1; d++) s->per_batch *= indices->d[d];
+  for (int d = s->batch_dims; d < s->batch_dims + s->k; d++) s->batch_slices *= data->d[d];
+  for (int d = s->batch_dims + s->k; d < data->ndim; d++) s->slice *= data->d[d];
   return CX_OK;
 }
 
-cx_status cx_gather_nd_offset(const cx_node *n, const cx_shape *data, const int64_t *idx, int k,
+cx_status cx_gather_nd_offset(const cx_node *n, const cx_shape *data,
+                              const cx_gather_nd_split *s, int64_t t, const int64_t *idx,
                               int64_t *slice_at) {
   int64_t at = 0;
-  for (int j = 0; j < k; j++) {
-    int64_t v = idx[j], dim = data->d[j];
+  for (int j = 0; j < s->k; j++) {
+    int axis = s->batch_dims + j;
+    int64_t v = idx[j], dim = data->d[axis];
     if (v < -dim || v >= dim)
       return cx_fail(CX_ERR_SHAPE, "node '%s' (%s): index %lld is outside axis %d of %lld",
-                     n->name, n->op->name, (long long)v, j, (long long)dim);
+                     n->name, n->op->name, (long long)v, axis, (long long)dim);
     at = at * dim + (v < 0 ? v + dim : v);
   }
-  *slice_at = at;
+  *slice_at = t / s->per_batch * s->batch_slices + at; /* the batch's slices come first */
   return CX_OK;
 }
 
-/* indices' leading shape, then data's dimensions from k */
-static cx_shape gathered_nd_shape(const cx_shape *data, const cx_shape *ind, int k) {
+/* indices' leading shape (its batch axes included), then data's dimensions from batch_dims + k */
+static cx_shape gathered_nd_shape(const cx_shape *data, const cx_shape *ind,
+                                  const cx_gather_nd_split *s) {
   cx_shape y = {0};
   for (int d = 0; d < ind->ndim - 1; d++) y.d[y.ndim++] = ind->d[d];
-  for (int d = k; d < data->ndim; d++) y.d[y.ndim++] = data->d[d];
+  for (int d = s->batch_dims + s->k; d < data->ndim; d++) y.d[y.ndim++] = data->d[d];
   return y;
 }
 
@@ -101,7 +114,7 @@ static cx_status check_nd_indices(const cx_infer_ctx *c, const cx_shape *data,
   const int64_t *v = c->in_data[1];
   int64_t at;
   for (int64_t t = 0; v && t < s->tuples; t++)
-    CX_TRY(cx_gather_nd_offset(c->node, data, v + t * s->k, s->k, &at));
+    CX_TRY(cx_gather_nd_offset(c->node, data, s, t, v + t * s->k, &at));
   return CX_OK;
 }
 
@@ -109,7 +122,7 @@ static cx_status infer_gather_nd(const cx_infer_ctx *c) {
   cx_gather_nd_split s;
   CX_TRY(cx_gather_nd_split_make(c->node, &c->in_shape[0], &c->in_shape[1], &s));
   CX_TRY(check_nd_indices(c, &c->in_shape[0], &s));
-  c->out_shape[0] = gathered_nd_shape(&c->in_shape[0], &c->in_shape[1], s.k);
+  c->out_shape[0] = gathered_nd_shape(&c->in_shape[0], &c->in_shape[1], &s);
   c->out_dtype[0] = c->in_dtype[0];
   return CX_OK;
 }
@@ -139,7 +152,7 @@ static cx_status infer_gather_nd_grad(const cx_infer_ctx *c) {
   cx_gather_nd_split s;
   CX_TRY(cx_gather_nd_split_make(c->node, &data, &c->in_shape[1], &s));
   CX_TRY(check_nd_indices(c, &data, &s));
-  cx_shape y = gathered_nd_shape(&data, &c->in_shape[1], s.k);
+  cx_shape y = gathered_nd_shape(&data, &c->in_shape[1], &s);
   CX_TRY(check_dy(c, &y));
   c->out_shape[0] = data;
   c->out_dtype[0] = CX_F32;

@@ -16,19 +16,22 @@ cx_status cx_gather_split_make(const cx_node *n, const cx_shape *data, const cx_
 /* The index k made non-negative; fails naming the node when it is outside [-dim, dim). */
 cx_status cx_gather_index(const cx_node *n, const cx_gather_split *s, int64_t k, int64_t *out);
 
-/* GatherND (batch_dims 0): indices [..., k] pick index tuples into data's first k axes; the
- * output is indices' leading shape with data's trailing [k:] slices. `tuples` counts the tuples,
- * `slice` the elements of one slice. */
+/* GatherND: indices [B..., I..., k] pick index tuples into data's k axes after its batch_dims
+ * leading (batch) axes B, which data and indices share; the output is indices' leading shape
+ * with data's trailing [batch_dims + k:] slices. `tuples` counts the tuples (all batches),
+ * `per_batch` those of one batch, `batch_slices` the slices of one batch, `slice` the elements
+ * of one slice. */
 typedef struct cx_gather_nd_split {
-  int k;
-  int64_t tuples, slice;
+  int k, batch_dims;
+  int64_t tuples, per_batch, batch_slices, slice;
 } cx_gather_nd_split;
 
 cx_status cx_gather_nd_split_make(const cx_node *n, const cx_shape *data, const cx_shape *indices,
                                   cx_gather_nd_split *s);
-/* The flat slice number of tuple t (k indices at idx), negative indices wrapped; fails naming
- * the node when one is out of range. */
-cx_status cx_gather_nd_offset(const cx_node *n, const cx_shape *data, const int64_t *idx, int k,
+/* The flat slice number in data of tuple t (its k indices at idx), negative indices wrapped;
+ * fails naming the node when one is out of range. */
+cx_status cx_gather_nd_offset(const cx_node *n, const cx_shape *data,
+                              const cx_gather_nd_split *s, int64_t t, const int64_t *idx,
                               int64_t *slice_at);
 
 #endif

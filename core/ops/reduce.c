@@ -1,5 +1,5 @@
-/* Reductions and normalisations along axes: ReduceSum, ReduceMean, Softmax, LogSoftmax, their
- * gradient ops, and BroadcastTo (the adjoint of ReduceSumTo). */
+/* Reductions and normalisations along axes: ReduceSum, ReduceMean, ReduceMax, Softmax,
+ * LogSoftmax, their gradient ops, and BroadcastTo (the adjoint of ReduceSumTo). */
 
 #include <stddef.h>
 #include <string.h>
@@ -67,6 +67,20 @@ static cx_status infer_reduce(const cx_infer_ctx *ctx) {
   CX_TRY(infer_axes(ctx, axes, &na));
   cx_shape keep;
   CX_TRY(cx_reduce_shapes(ctx->node, &ctx->in_shape[0], axes, na, &keep, &ctx->out_shape[0], NULL));
+  ctx->out_dtype[0] = CX_F32;
+  return CX_OK;
+}
+
+/* ReduceMaxGrad(dY, X, Y): dX of X's shape. */
+static cx_status infer_reduce_max_grad(const cx_infer_ctx *ctx) {
+  for (int k = 0; k < 3; k++) CX_TRY(need_f32(ctx, k));
+  if (cx_shape_numel(&ctx->in_shape[0]) != cx_shape_numel(&ctx->in_shape[2])) {
+    char a[CX_SHAPE_STR], b[CX_SHAPE_STR];
+    return cx_fail(CX_ERR_SHAPE, "node '%s' (ReduceMaxGrad): dY %s and Y %s differ",
+                   ctx->node->name, cx_shape_str(&ctx->in_shape[0], a),
+                   cx_shape_str(&ctx->in_shape[2], b));
+  }
+  ctx->out_shape[0] = ctx->in_shape[1];
   ctx->out_dtype[0] = CX_F32;
   return CX_OK;
 }
@@ -158,6 +172,26 @@ static cx_status grad_reduce(const cx_grad_ctx *c, bool mean) {
   return cx_graph_status(c->g);
 }
 
+/* d ReduceMax: dY goes to the maxima, shared equally where several tie (as torch.amax):
+ * ReduceMaxGrad(dY, X, Y) with the axes resolved into its attribute. */
+static cx_status grad_reduce_max(const cx_grad_ctx *c) {
+  if (!c->need[0] || c->dy[0] < 0) return CX_OK;
+  int64_t axes[CX_MAX_DIMS];
+  int na = 0;
+  CX_TRY(grad_axes(c, axes, &na));
+  const cx_node *n = &c->g->nodes[c->node];
+  int64_t keepdims = cx_node_int(n, "keepdims", 1);
+  int64_t noop = cx_node_int(n, "noop_with_empty_axes", 0);
+  int in[3] = {c->dy[0], in_id(c, 0), out_id(c, 0)};
+  int node = cx_grad_node(c, "ReduceMaxGrad", in, 3, 1);
+  if (node < 0) return cx_graph_status(c->g);
+  if (na) cx_node_set_ints(c->g, node, "axes", axes, na);
+  cx_node_set_int(c->g, node, "keepdims", keepdims);
+  cx_node_set_int(c->g, node, "noop_with_empty_axes", noop);
+  c->dx[0] = cx_node_output(c->g, node, 0);
+  return cx_graph_status(c->g);
+}
+
 static cx_status grad_reduce_sum(const cx_grad_ctx *c) { return grad_reduce(c, false); }
 static cx_status grad_reduce_mean(const cx_grad_ctx *c) { return grad_reduce(c, true); }
 
@@ -209,6 +243,10 @@ static const cx_op_def op_reduce_sum = {"ReduceSum", CX_DOMAIN_ONNX, 1, 2, 1, 1,
                                         infer_reduce, grad_reduce_sum, NULL, 0};
 static const cx_op_def op_reduce_mean = {"ReduceMean", CX_DOMAIN_ONNX, 1, 2, 1, 1, reduce_attrs,
                                          infer_reduce, grad_reduce_mean, NULL, 0};
+static const cx_op_def op_reduce_max = {"ReduceMax", CX_DOMAIN_ONNX, 1, 2, 1, 1, reduce_attrs,
+                                        infer_reduce, grad_reduce_max, NULL, 0};
+static const cx_op_def op_reduce_max_grad = {"ReduceMaxGrad", CX_DOMAIN_COMPRESS, 3, 3, 1, 1,
+                                             reduce_attrs, infer_reduce_max_grad, NULL, NULL, 0};
 static const cx_op_def op_broadcast_to = {"BroadcastTo", CX_DOMAIN_COMPRESS, 1, 1, 1, 1,
                                           broadcast_to_attrs, infer_broadcast_to,
                                           grad_broadcast_to, NULL, 0};
@@ -222,6 +260,7 @@ static const cx_op_def op_log_softmax_grad = {"LogSoftmaxGrad", CX_DOMAIN_COMPRE
                                               softmax_attrs, infer_softmax_grad, NULL, NULL, 0};
 
 const cx_op_def *const cx_ops_reduce[] = {
-    &op_reduce_sum,   &op_reduce_mean,  &op_broadcast_to,     &op_softmax,
-    &op_log_softmax, &op_softmax_grad, &op_log_softmax_grad, NULL,
+    &op_reduce_sum,   &op_reduce_mean,  &op_reduce_max,       &op_reduce_max_grad,
+    &op_broadcast_to, &op_softmax,      &op_log_softmax,      &op_softmax_grad,
+    &op_log_softmax_grad, NULL,
 };

@@ -6,7 +6,7 @@
 
 /* Each family file lists its ops; adding an op touches only its family. */
 static const cx_op_def *const *const families[] = {
-    cx_ops_eltwise, cx_ops_activation, cx_ops_conv, cx_ops_norm, cx_ops_layer_norm, cx_ops_gather, cx_ops_select, cx_ops_pool, cx_ops_linear, cx_ops_shape, cx_ops_reduce, cx_ops_loss, cx_ops_optim,
+    cx_ops_eltwise, cx_ops_activation, cx_ops_conv, cx_ops_norm, cx_ops_layer_norm, cx_ops_gather, cx_ops_select, cx_ops_compare, cx_ops_pool, cx_ops_linear, cx_ops_shape, cx_ops_reduce, cx_ops_loss, cx_ops_optim,
     cx_ops_quant, cx_ops_qlinear, cx_ops_fused,
 };
 

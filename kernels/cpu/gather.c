@@ -51,7 +51,7 @@ static cx_status run_gather_nd(const cx_kernel_args *a) {
   char *y = a->out[0].data;
   for (int64_t t = 0; t < s.tuples; t++) {
     int64_t at;
-    CX_TRY(cx_gather_nd_offset(a->node, &a->in[0].shape, ind + t * s.k, s.k, &at));
+    CX_TRY(cx_gather_nd_offset(a->node, &a->in[0].shape, &s, t, ind + t * s.k, &at));
     memcpy(y + (size_t)t * block, x + (size_t)at * block, block);
   }
   return CX_OK;
@@ -66,7 +66,7 @@ static cx_status run_gather_nd_grad(const cx_kernel_args *a) {
   memset(dx, 0, cx_tensor_nbytes(&a->out[0]));
   for (int64_t t = 0; t < s.tuples; t++) {
     int64_t at;
-    CX_TRY(cx_gather_nd_offset(a->node, &a->out[0].shape, ind + t * s.k, s.k, &at));
+    CX_TRY(cx_gather_nd_offset(a->node, &a->out[0].shape, &s, t, ind + t * s.k, &at));
     for (int64_t i = 0; i < s.slice; i++) dx[at * s.slice + i] += dy[t * s.slice + i];
   }
   return CX_OK;

@@ -1,4 +1,4 @@
-/* CPU kernels of ReduceSum, ReduceMean, Softmax, LogSoftmax and their gradient ops.
+/* CPU kernels of ReduceSum, ReduceMean, ReduceMax, Softmax, LogSoftmax and their gradient ops.
  *
  * Softmax-like ops see their tensor as [outer, n, inner] around the axis. With inner == 1 (the
  * usual [N, C] logits) each row is contiguous and runs through the vector row primitives; otherwise
@@ -17,10 +17,13 @@ enum { PAR_MIN = 1 << 15, BLOCK = 256 };
 
 /* ---- ReduceSum / ReduceMean ---- */
 
-static cx_status run_reduce(const cx_kernel_args *a, bool mean) {
+/* The kept shape ([x] with reduced axes 1): axes from the constant input (forward ops) or the
+ * attribute (ReduceMaxGrad, whose input 1 is X). */
+static cx_status reduce_keep(const cx_kernel_args *a, const cx_shape *xs, bool from_input,
+                             cx_shape *keep) {
   int64_t axes[CX_MAX_DIMS];
   int na = 0;
-  if (a->n_in > 1 && a->in[1].data) {
+  if (from_input && a->n_in > 1 && a->in[1].data) {
     na = (int)cx_tensor_numel(&a->in[1]);
     if (na > CX_MAX_DIMS)
       return cx_fail(CX_ERR_SHAPE, "node '%s': %d axes given", a->node->name, na);
@@ -32,12 +35,81 @@ static cx_status run_reduce(const cx_kernel_args *a, bool mean) {
       return cx_fail(CX_ERR_SHAPE, "node '%s': %d axes given", a->node->name, na);
     if (na) memcpy(axes, attr, sizeof(int64_t) * (size_t)na);
   }
-  cx_shape keep, out;
+  cx_shape out;
+  return cx_reduce_shapes(a->node, xs, axes, na, keep, &out, NULL);
+}
+
+static cx_status run_reduce(const cx_kernel_args *a, bool mean) {
+  cx_shape keep;
   const cx_shape *xs = &a->in[0].shape;
-  CX_TRY(cx_reduce_shapes(a->node, xs, axes, na, &keep, &out, NULL));
+  CX_TRY(reduce_keep(a, xs, true, &keep));
   int64_t kept = cx_shape_numel(&keep), count = kept ? cx_shape_numel(xs) / kept : 0;
   float scale = mean && count > 0 ? 1.0f / (float)count : 1.0f;
   cx_cpu_reduce_to(cx_f32(&a->out[0]), &keep, cx_f32(&a->in[0]), xs, scale);
+  return CX_OK;
+}
+
+/* Walks x in order, keeping the offset of each element's group in the kept tensor. */
+typedef struct group_walk {
+  int rank;
+  int64_t dim[CX_MAX_DIMS], step[CX_MAX_DIMS], idx[CX_MAX_DIMS], at;
+} group_walk;
+
+static group_walk walk_start(const cx_shape *xs, const cx_shape *keep) {
+  group_walk w = {.rank = xs->ndim};
+  int64_t stride = 1;
+  for (int d = xs->ndim - 1; d >= 0; d--) {
+    w.dim[d] = xs->d[d];
+    w.step[d] = keep->d[d] == 1 ? 0 : stride;
+    stride *= keep->d[d];
+  }
+  return w;
+}
+
+static void walk_next(group_walk *w) {
+  for (int d = w->rank - 1; d >= 0; d--) {
+    w->at += w->step[d];
+    if (++w->idx[d] < w->dim[d]) return;
+    w->at -= w->step[d] * w->dim[d];
+    w->idx[d] = 0;
+  }
+}
+
+/* ReduceMax: NaN wins, as in ONNX Runtime. */
+static cx_status run_reduce_max(const cx_kernel_args *a) {
+  cx_shape keep;
+  const cx_shape *xs = &a->in[0].shape;
+  CX_TRY(reduce_keep(a, xs, true, &keep));
+  const float *x = cx_f32(&a->in[0]);
+  float *y = cx_f32(&a->out[0]);
+  int64_t n = cx_shape_numel(xs), m = cx_shape_numel(&keep);
+  for (int64_t o = 0; o < m; o++) y[o] = -INFINITY;
+  group_walk w = walk_start(xs, &keep);
+  for (int64_t i = 0; i < n; i++, walk_next(&w))
+    if (x[i] > y[w.at] || isnan(x[i])) y[w.at] = x[i];
+  return CX_OK;
+}
+
+static cx_status prepare_reduce_max_grad(const cx_kernel_args *a, void **state, size_t *scratch) {
+  (void)state;
+  *scratch = sizeof(float) * (size_t)(cx_tensor_numel(&a->in[2]) + 1);
+  return CX_OK;
+}
+
+/* ReduceMaxGrad(dY, X, Y): dY / (the group's count of maxima) at each maximum, 0 elsewhere. */
+static cx_status run_reduce_max_grad(const cx_kernel_args *a) {
+  cx_shape keep;
+  const cx_shape *xs = &a->in[1].shape;
+  CX_TRY(reduce_keep(a, xs, false, &keep));
+  const float *dy = cx_f32(&a->in[0]), *x = cx_f32(&a->in[1]), *y = cx_f32(&a->in[2]);
+  float *dx = cx_f32(&a->out[0]), *count = a->scratch;
+  int64_t n = cx_shape_numel(xs), m = cx_shape_numel(&keep);
+  memset(count, 0, sizeof(float) * (size_t)m);
+  group_walk w = walk_start(xs, &keep);
+  for (int64_t i = 0; i < n; i++, walk_next(&w)) count[w.at] += x[i] == y[w.at];
+  w = walk_start(xs, &keep);
+  for (int64_t i = 0; i < n; i++, walk_next(&w))
+    dx[i] = x[i] == y[w.at] ? dy[w.at] / count[w.at] : 0.0f;
   return CX_OK;
 }
 
@@ -145,6 +217,8 @@ static cx_status run_log_softmax_grad(const cx_kernel_args *a) {
 const cx_kernel cx_cpu_reduce[] = {
     {"ReduceSum", NULL, run_reduce_sum, NULL, 0},
     {"ReduceMean", NULL, run_reduce_mean, NULL, 0},
+    {"ReduceMax", NULL, run_reduce_max, NULL, 0},
+    {"ReduceMaxGrad", prepare_reduce_max_grad, run_reduce_max_grad, NULL, 0},
     {"Softmax", NULL, run_softmax, NULL, 0},
     {"LogSoftmax", NULL, run_log_softmax, NULL, 0},
     {"SoftmaxGrad", NULL, run_softmax_grad, NULL, 0},

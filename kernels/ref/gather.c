@@ -41,7 +41,7 @@ static cx_status nd_source(const cx_ref_args *a, const cx_shape *data, int64_t e
   CX_TRY(cx_gather_nd_split_make(a->node, data, &a->in[1].shape, &s));
   int64_t t = e / s.slice, idx[CX_MAX_DIMS], at;
   for (int j = 0; j < s.k; j++) idx[j] = (int64_t)a->in[1].data[t * s.k + j];
-  CX_TRY(cx_gather_nd_offset(a->node, data, idx, s.k, &at));
+  CX_TRY(cx_gather_nd_offset(a->node, data, &s, t, idx, &at));
   *src = at * s.slice + e % s.slice;
   return CX_OK;
 }

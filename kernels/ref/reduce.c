@@ -1,6 +1,7 @@
 /* References for ReduceSum, ReduceMean, Softmax, LogSoftmax and their gradient ops, in double. */
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../core/op.h"
@@ -8,11 +9,13 @@
 #include "ref.h"
 #include "ref_index.h"
 
-/* Every input element adds into the output element at its index with reduced axes set to 0. */
-static cx_status ref_reduce(const cx_ref_args *a, bool mean) {
+/* The reduction's [kept] shape: axes from the constant input (forward ops), else the attribute
+ * (ReduceMaxGrad, whose input 1 is X). */
+static cx_status ref_keep(const cx_ref_args *a, const cx_shape *xs, cx_shape *keep) {
+  bool from_input = strcmp(a->node->op->name, "ReduceMaxGrad") != 0;
   int64_t axes[CX_MAX_DIMS];
   int na = 0;
-  if (a->n_in > 1 && a->in[1].data) {
+  if (from_input && a->n_in > 1 && a->in[1].data) {
     na = (int)cx_shape_numel(&a->in[1].shape);
     for (int i = 0; i < na && i < CX_MAX_DIMS; i++) axes[i] = (int64_t)a->in[1].data[i];
   } else {
@@ -21,9 +24,15 @@ static cx_status ref_reduce(const cx_ref_args *a, bool mean) {
     for (int i = 0; i < na && i < CX_MAX_DIMS; i++) axes[i] = attr[i];
   }
   if (na > CX_MAX_DIMS) return cx_fail(CX_ERR_SHAPE, "too many axes");
+  cx_shape out;
+  return cx_reduce_shapes(a->node, xs, axes, na, keep, &out, NULL);
+}
+
+/* Every input element adds into the output element at its index with reduced axes set to 0. */
+static cx_status ref_reduce(const cx_ref_args *a, bool mean) {
   const cx_shape *xs = &a->in[0].shape;
-  cx_shape keep, out;
-  CX_TRY(cx_reduce_shapes(a->node, xs, axes, na, &keep, &out, NULL));
+  cx_shape keep;
+  CX_TRY(ref_keep(a, xs, &keep));
   int64_t n = cx_shape_numel(xs), m = cx_shape_numel(&keep), idx[CX_MAX_DIMS];
   double scale = mean && m ? (double)m / (double)n : 1.0;
   for (int64_t i = 0; i < n; i++) {
@@ -34,6 +43,40 @@ static cx_status ref_reduce(const cx_ref_args *a, bool mean) {
 }
 
 static cx_status ref_reduce_sum(const cx_ref_args *a) { return ref_reduce(a, false); }
+
+static cx_status ref_reduce_max(const cx_ref_args *a) {
+  const cx_shape *xs = &a->in[0].shape;
+  cx_shape keep;
+  CX_TRY(ref_keep(a, xs, &keep));
+  int64_t n = cx_shape_numel(xs), m = cx_shape_numel(&keep), idx[CX_MAX_DIMS];
+  for (int64_t o = 0; o < m; o++) a->out[0].data[o] = -INFINITY;
+  for (int64_t i = 0; i < n; i++) {
+    cx_ref_unravel(xs, i, idx);
+    double *y = &a->out[0].data[cx_ref_broadcast_offset(xs, idx, &keep)];
+    *y = fmax(*y, a->in[0].data[i]);
+  }
+  return CX_OK;
+}
+
+/* (dY, X, Y): each maximum of a group gets dY / (the number of maxima in the group). */
+static cx_status ref_reduce_max_grad(const cx_ref_args *a) {
+  const cx_shape *xs = &a->in[1].shape;
+  cx_shape keep;
+  CX_TRY(ref_keep(a, xs, &keep));
+  int64_t n = cx_shape_numel(xs), m = cx_shape_numel(&keep), idx[CX_MAX_DIMS];
+  double *count = calloc((size_t)(m ? m : 1), sizeof(double));
+  if (!count) return cx_fail(CX_ERR_NOMEM, "ReduceMaxGrad reference: out of memory");
+  for (int pass = 0; pass < 2; pass++)
+    for (int64_t i = 0; i < n; i++) {
+      cx_ref_unravel(xs, i, idx);
+      int64_t o = cx_ref_broadcast_offset(xs, idx, &keep);
+      bool top = a->in[1].data[i] == a->in[2].data[o];
+      if (pass == 0) count[o] += top;
+      else a->out[0].data[i] = top ? a->in[0].data[o] / count[o] : 0;
+    }
+  free(count);
+  return CX_OK;
+}
 static cx_status ref_reduce_mean(const cx_ref_args *a) { return ref_reduce(a, true); }
 
 typedef enum kind { SOFTMAX, LOG_SOFTMAX, SOFTMAX_GRAD, LOG_SOFTMAX_GRAD } kind;
@@ -81,6 +124,8 @@ static cx_status ref_log_softmax_grad(const cx_ref_args *a) {
 const cx_ref_entry cx_ref_reduce[] = {
     {"ReduceSum", ref_reduce_sum},
     {"ReduceMean", ref_reduce_mean},
+    {"ReduceMax", ref_reduce_max},
+    {"ReduceMaxGrad", ref_reduce_max_grad},
     {"Softmax", ref_softmax},
     {"LogSoftmax", ref_log_softmax},
     {"SoftmaxGrad", ref_softmax_grad},

@@ -3,7 +3,7 @@
 #include "ref.h"
 
 static const cx_ref_entry *const families[] = {
-    cx_ref_eltwise, cx_ref_activation, cx_ref_conv, cx_ref_norm, cx_ref_layer_norm, cx_ref_gather, cx_ref_select, cx_ref_pool, cx_ref_linear, cx_ref_shape, cx_ref_reduce, cx_ref_loss, cx_ref_optim, cx_ref_quant,
+    cx_ref_eltwise, cx_ref_activation, cx_ref_conv, cx_ref_norm, cx_ref_layer_norm, cx_ref_gather, cx_ref_select, cx_ref_compare, cx_ref_pool, cx_ref_linear, cx_ref_shape, cx_ref_reduce, cx_ref_loss, cx_ref_optim, cx_ref_quant,
     cx_ref_qlinear, cx_ref_fused,
 };
 
