@@ -38,6 +38,13 @@ static cx_status write_model(const convert_opts *o, const cx_graph *g, const cx_
   return cx_onnx_export(g, path, &eo);
 }
 
+/* The message of a failed write or read-back names OUT, not the temporary file it went to. */
+static cx_status name_output(cx_status s, const char *tmp, const char *out) {
+  const char *msg = cx_last_error(), *at = strstr(msg, tmp);
+  if (!at) return s;
+  return cx_fail(s, "%.*s%s%s", (int)(at - msg), msg, out, at + strlen(tmp));
+}
+
 /* Import, export under a temporary name beside OUT, import that again, and only then rename it
  * to OUT: a model we cannot read back fails here and OUT is left as it was. */
 static cx_status convert(const convert_opts *o, convert_result *r) {
@@ -61,6 +68,7 @@ static cx_status convert(const convert_opts *o, convert_result *r) {
       remove(tmp);
     }
   }
+  if (s != CX_OK && tmp) s = name_output(s, tmp, o->out);
   free(tmp);
   return s;
 }

@@ -82,6 +82,7 @@ one_line_error convert_truncated "truncated.onnx"
 ls "$work" | grep -qE '\.(tmp|check)\.' && fail "convert: left a temporary file"
 run 1 convert_dir convert "$model" "$work/no/such/folder/x.onnx"
 one_line_error convert_dir "no/such/folder"
+expect_in convert_dir err "convert: $work/no/such/folder/x.onnx: cannot create" # OUT, first
 run 2 convert_opset convert "$model" "$work/x.onnx" --opset 12
 run 2 convert_usage convert "$model"
 
