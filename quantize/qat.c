@@ -209,9 +209,35 @@ static cx_status observe(cx_quant_qat *q) {
   return CX_OK;
 }
 
+/* LSQ's scales are trained, and a step can take one to 0 or below, which FakeQuantize (and
+ * the exported QuantizeLinear) cannot take: after every update each is kept at least
+ * LSQ_FLOOR of its calibrated value (the plan's, which observers do not move under LSQ). */
+enum { LSQ_FLOOR_INV = 1000 };
+
+static cx_status keep_scales_positive(cx_quant_qat *q) {
+  for (int i = 0; i < q->plan.n; i++) {
+    const cx_quant_site *st = &q->plan.s[i];
+    size_t bytes = cx_tensor_nbytes(q->scale[i]);
+    if (bytes > q->cap) {
+      float *f = realloc(q->buf, bytes);
+      if (!f) return nomem();
+      q->buf = f, q->cap = bytes;
+    }
+    CX_TRY(cx_program_read(q->p, q->scale[i], q->buf));
+    bool low = false;
+    for (int64_t j = 0; j < st->channels; j++) {
+      float floor = st->scale[j] / LSQ_FLOOR_INV;
+      if (q->buf[j] < floor) q->buf[j] = floor, low = true; /* NaN is the trainer's to refuse */
+    }
+    if (low) CX_TRY(cx_program_write(q->p, q->scale[i], q->buf));
+  }
+  return CX_OK;
+}
+
 static cx_status after_update(void *self, cx_program *train, int64_t step, bool updated) {
   cx_quant_qat *q = self;
   (void)train;
+  if (q->c.lsq && updated) CX_TRY(keep_scales_positive(q));
   if (!q->observe || q->flags[0] != 0 || !updated || step % q->c.observe_every != 0)
     return CX_OK;
   return observe(q);
