@@ -5,10 +5,12 @@
 #   - bad objectives (max_drop without a cost objective, a negative max_drop, an unknown
 #     objective, a reference the file lacks or that is its final stage, asha with a cost) exit 1
 #     with one line at the key in [tune], before anything runs;
-#   - objective = "macs", max_drop = 1.0 from the distilled student, random search over
+#   - objective = "macs", max_drop = 8.0 from the distilled student, random search over
 #     prune.sparsity x quantize.calibrator: seed 8 draws all 6 points in 6 trials, so the trials
-#     are the grid; the chosen trial (best.toml) is the smallest-MACs one within 1 point of the
-#     distilled student, computed here from each trial's report.json (ties: higher top-1), and
+#     are the grid; the chosen trial (best.toml) is the smallest-MACs one within 8 points of the
+#     distilled student (so wide because these 1-epoch schedules move top-1 by points from one
+#     kernel change to the next: once the 0.4 trials scored 42 against distill's 47.8, once 32
+#     against 52.8; the 0.1 trials were 2 points from distill both times), computed here from each trial's report.json (ties: higher top-1), and
 #     trials.jsonl's figures are those of report.json;
 #   - the tune report: report.md's table has every trial, the best and the front marked as the
 #     front computed here says; report.html's SVG parses as XML;
@@ -78,7 +80,7 @@ trials = 6
 sampler = "random"
 seed = 8
 objective = "macs"
-max_drop = 1.0
+max_drop = 8.0
 reference = "distill"
 "prune.sparsity" = [0.1, 0.2, 0.4]
 "quantize.calibrator" = ["minmax", "percentile"]
@@ -96,7 +98,7 @@ bad_tune() {
 }
 bad_tune drop-without-cost 's/^objective = "macs"/objective = "quantize.top1"/' 45:12 \
   "max_drop bounds the accuracy a smaller model may lose"
-bad_tune negative-drop 's/^max_drop = 1.0/max_drop = -1.0/' 45:12 "max_drop is points of top-1, 0 or more"
+bad_tune negative-drop 's/^max_drop = 8.0/max_drop = -1.0/' 45:12 "max_drop is points of top-1, 0 or more"
 bad_tune unknown-objective 's/^objective = "macs"/objective = "flops"/' 44:13 "an objective is \"top1\""
 bad_tune final-reference 's/^reference = "distill"/reference = "quantize"/' 46:13 \
   "must be a stage of this file before its final one (quantize)"
@@ -106,7 +108,7 @@ bad_tune asha 's/^seed = 8/seed = 8\nearly_stop = "asha"/' 44:14 "use early_stop
 
 run 0 tune tune "$work/tune.toml"
 expect_in tune out "trial 6/6"
-expect_in tune out "within max_drop = 1 of distill's top-1"
+expect_in tune out "within max_drop = 8 of distill's top-1"
 
 # check OUT OBJECTIVE TRIALS: the choice recomputed from the trials' report.json files
 check() {
@@ -123,7 +125,7 @@ for l in lines:
     assert l["macs"] == final["macs"] and l["top1"] == final["top1"], (l, final)
     assert l["size"] == final["onnx_bytes"] and l["latency"] == final["cpu_ms_batch1"], l
     assert l["reference_top1"] == ref["top1"], (l, ref)
-    feasible = final["top1"] >= ref["top1"] - 1.0
+    feasible = final["top1"] >= ref["top1"] - 8.0
     assert l["feasible"] == feasible, l
     pts.append((l["trial"], final["macs"], final["top1"], feasible, l["params"]))
 grid = {(p["prune.sparsity"], p["quantize.calibrator"]) for *_, p in pts}
