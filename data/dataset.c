@@ -189,16 +189,18 @@ static cx_status open_checked(cx_dataset *d, const char *name, int rank, bool u8
   cx_status s = CX_OK;
   if (ft < 0 || sp < 0) s = cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Dget_type/space");
   else {
-    bool ok = H5Tget_class(ft) == H5T_INTEGER;
-    if (u8) ok = ok && H5Tget_size(ft) == 1 && H5Tget_sign(ft) == H5T_SGN_NONE;
+    size_t size = H5Tget_size(ft); /* a damaged file can state any width */
+    bool ok = H5Tget_class(ft) == H5T_INTEGER &&
+              (size == 1 || size == 2 || size == 4 || size == 8);
+    if (u8) ok = ok && size == 1 && H5Tget_sign(ft) == H5T_SGN_NONE;
     int nd = H5Sget_simple_extent_ndims(sp);
     if (!ok || nd != rank)
-      s = cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' must be %s, found %s%d-byte %s of rank %d",
+      s = cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' must be %s, found %s%zu-byte %s of rank %d",
                   d->path, name, expect,
                   H5Tget_class(ft) == H5T_INTEGER
                       ? (H5Tget_sign(ft) == H5T_SGN_NONE ? "unsigned " : "signed ")
                       : "",
-                  (int)H5Tget_size(ft),
+                  size,
                   H5Tget_class(ft) == H5T_INTEGER ? "integers"
                   : H5Tget_class(ft) == H5T_FLOAT ? "floats"
                                                   : "non-numbers",

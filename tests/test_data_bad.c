@@ -85,6 +85,10 @@ static void test_limits(void) {
    * decoded from the messages after it (it then allocated 512 MiB for the chunk) */
   expect_refused(fixture("fuzz_dataset_short_continuation.h5"), "continuation message too "
                  "short", "a continuation message of 0 bytes");
+  /* found by fuzz_dataset (CI): /labels whose integer type is 512 MiB wide (the dtype name's
+   * bit count overflowed an int: UBSan abort) */
+  expect_refused(fixture("h5_labels_512M_integer.h5"), "found signed 536870912-byte integers",
+                 "a 512 MiB integer label type");
   /* a continuation stating 512 MiB in a 10 KB file (libhdf5 allocates it before the read fails,
    * and then gives no reason) */
   expect_refused(fixture("h5_continuation_512M.h5"), "continuation past the end of the file",
