@@ -157,4 +157,36 @@ cx_status cx_prune_channels(const cx_graph *g, const cx_prune_config *c,
                             const cx_prune_scores *taylor, FILE *log, cx_graph **out,
                             cx_prune_channel_stats *st);
 
+
+/* The rewrite of g for keep[n_units], the units of g's analysis (cx_channel_groups_build on g
+ * numbers them the same on every build), with its numbers and a line in log (may be NULL); an
+ * error when g's analysis has another number of units. */
+cx_status cx_channel_rewrite_kept(const cx_graph *g, int n_units, const bool *keep, FILE *log,
+                                  cx_graph **out, cx_prune_channel_stats *st);
+
+/* Gradual channel pruning (mask_channel.c; docs/prune.md, "Gradual channel pruning"): while
+ * the model trains, removed channels are masked rather than cut — their filters, biases,
+ * BatchNorm scales and shifts and every consumer's weight columns are zero — and the graph is
+ * rewritten once, after training, for the channels kept then. The masking extension
+ * (prune/mask.h) drives it for method "channel" with a schedule. */
+typedef struct cx_channel_masks cx_channel_masks;
+/* The analysis and selection of model (as cx_prune_channels makes them, lines in log) and the
+ * tensors to mask, as targets of [numel, 1, 1] (*t, freed by the caller). Taylor importance
+ * and per-layer ratios are refused: both are one-shot. */
+cx_status cx_channel_masks_open(const cx_graph *model, const cx_prune_config *c, FILE *log,
+                                cx_channel_masks **out, cx_prune_targets *t);
+/* A pruning step: importance from the live weights w[i] of each target, the choice for
+ * `sparsity` (the fraction of MACs removed), kept channels only ever fewer, masks[i] out. */
+cx_status cx_channel_masks_update(cx_channel_masks *cm, const cx_prune_targets *t,
+                                  const float *const *w, double sparsity, uint8_t *const *masks);
+/* The kept channels (u8 per unit, 1 kept): the checkpoint state, a view of cm's memory. */
+cx_tensor cx_channel_masks_state(cx_channel_masks *cm);
+/* The fraction of the dense MACs that the kept channels cost. */
+double cx_channel_masks_macs_kept(cx_channel_masks *cm);
+/* The trained model (the graph the masks were opened on, with its trained weights) rewritten
+ * for the kept channels. */
+cx_status cx_channel_masks_rewrite(cx_channel_masks *cm, const cx_graph *trained, FILE *log,
+                                   cx_graph **out, cx_prune_channel_stats *st);
+void cx_channel_masks_free(cx_channel_masks *cm);
+
 #endif

@@ -50,12 +50,36 @@ static void count(const cx_channel_groups *cg, const bool *keep, cx_prune_channe
   }
 }
 
+/* The rewrite for keep[] and its numbers (before: g's cost), logged. */
+static cx_status finish(const cx_channel_groups *cg, const bool *keep, const cx_graph_cost *before,
+                        FILE *log, cx_graph **out, cx_prune_channel_stats *st) {
+  cx_graph_cost after;
+  CX_TRY(cx_channel_rewrite(cg, keep, out));
+  cx_status s = cx_graph_measure_cost(*out, &after);
+  if (s != CX_OK) {
+    cx_graph_free(*out);
+    *out = NULL;
+    return s;
+  }
+  count(cg, keep, st);
+  st->macs_before = before->macs, st->macs_after = after.macs;
+  st->params_before = before->params, st->params_after = after.params;
+  if (log)
+    fprintf(log,
+            "prune: %lld of %lld channels kept in %d of %d groups pruned (%d frozen); MACs "
+            "%lld -> %lld (%.1f%%)\n",
+            (long long)st->channels_after, (long long)st->channels_before, st->groups_pruned,
+            st->groups, st->groups_frozen, (long long)st->macs_before, (long long)st->macs_after,
+            100.0 * (double)st->macs_after / (double)(st->macs_before ? st->macs_before : 1));
+  return CX_OK;
+}
+
 cx_status cx_prune_channels(const cx_graph *g, const cx_prune_config *c,
                             const cx_prune_scores *taylor, FILE *log, cx_graph **out,
                             cx_prune_channel_stats *st) {
   *out = NULL;
   cx_prune_channel_stats local = {0};
-  cx_graph_cost before, after;
+  cx_graph_cost before;
   CX_TRY(cx_graph_measure_cost(g, &before));
   cx_channel_groups *cg = NULL;
   CX_TRY(cx_channel_groups_build(g, log, &cg));
@@ -65,26 +89,25 @@ cx_status cx_prune_channels(const cx_graph *g, const cx_prune_config *c,
       score && keep ? cx_channel_select(cg, c, log) : cx_fail(CX_ERR_NOMEM, "out of memory");
   if (s == CX_OK) s = cx_channel_importance(cg, c->importance, taylor, log, score);
   if (s == CX_OK) s = cx_channel_choose(cg, c, score, keep);
-  if (s == CX_OK) s = cx_channel_rewrite(cg, keep, out);
-  if (s == CX_OK) s = cx_graph_measure_cost(*out, &after);
-  if (s == CX_OK) {
-    count(cg, keep, &local);
-    local.macs_before = before.macs, local.macs_after = after.macs;
-    local.params_before = before.params, local.params_after = after.params;
-    if (log)
-      fprintf(
-          log,
-          "prune: %lld of %lld channels kept in %d of %d groups pruned (%d frozen); MACs "
-          "%lld -> %lld (%.1f%%)\n",
-          (long long)local.channels_after, (long long)local.channels_before, local.groups_pruned,
-          local.groups, local.groups_frozen, (long long)local.macs_before,
-          (long long)local.macs_after,
-          100.0 * (double)local.macs_after / (double)(local.macs_before ? local.macs_before : 1));
-  } else {
-    cx_graph_free(*out);
-    *out = NULL;
-  }
+  if (s == CX_OK) s = finish(cg, keep, &before, log, out, &local);
   free(score), free(keep);
+  cx_channel_groups_free(cg);
+  if (st) *st = local;
+  return s;
+}
+
+cx_status cx_channel_rewrite_kept(const cx_graph *g, int n_units, const bool *keep, FILE *log,
+                                  cx_graph **out, cx_prune_channel_stats *st) {
+  *out = NULL;
+  cx_prune_channel_stats local = {0};
+  cx_graph_cost before;
+  CX_TRY(cx_graph_measure_cost(g, &before));
+  cx_channel_groups *cg = NULL;
+  CX_TRY(cx_channel_groups_build(g, NULL, &cg));
+  cx_status s = cg->n_units == n_units
+                    ? finish(cg, keep, &before, log, out, &local)
+                    : cx_fail(CX_ERR_ARG, "prune: the model has %d channel units, the masks %d: "
+                              "not the graph they were made for", cg->n_units, n_units);
   cx_channel_groups_free(cg);
   if (st) *st = local;
   return s;

@@ -71,6 +71,12 @@ const cx_prune_targets *cx_prune_mask_targets(const cx_prune_masker *m);
 const uint8_t *cx_prune_mask_of(const cx_prune_masker *m, int i);
 /* The sparsity of the masks now in force (0 before the first mask update). */
 double cx_prune_mask_sparsity(const cx_prune_masker *m);
+/* Gradual channel pruning (method "channel" with a schedule): the trained model (the graph
+ * the masker was opened on, with its trained weights) rewritten for the channels kept, with its
+ * numbers and a line in log (prune/channel.h, cx_channel_rewrite_kept). */
+struct cx_prune_channel_stats;
+cx_status cx_prune_mask_rewrite(cx_prune_masker *m, const cx_graph *trained, FILE *log,
+                                cx_graph **out, struct cx_prune_channel_stats *st);
 void cx_prune_mask_close(cx_prune_masker *m);
 
 #endif

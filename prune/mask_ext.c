@@ -9,6 +9,7 @@
 #include "../core/program.h"
 #include "../train/ema.h"
 #include "../train/optim.h"
+#include "channel.h"
 #include "mask.h"
 
 /* What is masked for one target: the tensors of the backend that follow its weight. */
@@ -25,6 +26,7 @@ struct cx_prune_masker {
   char *model;
   FILE *log;
   cx_prune_targets t;
+  cx_channel_masks *ch; /* gradual channel pruning: the analysis and the channels kept */
   /* checkpoint state: the masks (u8, 1 kept) and {masks on, their sparsity} */
   uint8_t **mask;
   double sched[2];
@@ -53,9 +55,9 @@ static cx_status make_state(cx_prune_masker *m) {
   int64_t total = 0;
   for (int i = 0; i < n; i++) total += numel(&m->t.t[i]);
   m->mask = calloc((size_t)n + 1, sizeof *m->mask);
-  m->state = calloc((size_t)n + 2, sizeof *m->state);
-  m->state_ptr = calloc((size_t)n + 2, sizeof *m->state_ptr);
-  m->state_names = calloc((size_t)n + 2, sizeof *m->state_names);
+  m->state = calloc((size_t)n + 3, sizeof *m->state);
+  m->state_ptr = calloc((size_t)n + 3, sizeof *m->state_ptr);
+  m->state_names = calloc((size_t)n + 3, sizeof *m->state_names);
   uint8_t *block = malloc((size_t)total + 1);
   if (!m->mask || !m->state || !m->state_ptr || !m->state_names || !block)
     return free(block), nomem();
@@ -74,6 +76,10 @@ static cx_status make_state(cx_prune_masker *m) {
   cx_shape two = {1, {2}};
   m->state[n] = cx_tensor_view(CX_F64, &two, m->sched);
   m->state_ptr[n] = &m->state[n];
+  if (!m->ch) return CX_OK;
+  if (!(m->state_names[n + 1] = strdup("channels"))) return nomem();
+  m->state[n + 1] = cx_channel_masks_state(m->ch);
+  m->state_ptr[n + 1] = &m->state[n + 1];
   return CX_OK;
 }
 
@@ -81,14 +87,17 @@ cx_status cx_prune_mask_open(const cx_graph *model, const char *name, const cx_p
                              FILE *log, cx_prune_masker **out) {
   *out = NULL;
   CX_TRY(cx_prune_config_check(c));
-  if (c->method == CX_PRUNE_CHANNEL)
-    return cx_fail(CX_ERR_ARG, "prune: the masking extension is for methods \"magnitude\" and "
-                   "N:M; channel pruning rewrites the graph instead");
+  if (c->method == CX_PRUNE_CHANNEL && !cx_prune_channel_gradual(c))
+    return cx_fail(CX_ERR_ARG, "prune: one-shot channel pruning (start = end = 0) rewrites the "
+                   "graph before training; the masking extension is for a gradual schedule");
   cx_prune_masker *m = calloc(1, sizeof *m);
   if (!m || !(m->model = strdup(name ? name : "the model"))) return free(m), nomem();
   m->c = *c;
   m->log = log;
-  cx_status s = cx_prune_select(model, c, m->model, &m->t);
+  cx_status s;
+  if (c->method != CX_PRUNE_CHANNEL) s = cx_prune_select(model, c, m->model, &m->t);
+  else if ((s = cx_channel_masks_open(model, c, log, &m->ch, &m->t)) != CX_OK)
+    cx_error_prefix("%s", m->model);
   if (s == CX_OK && c->method == CX_PRUNE_NM) s = cx_prune_nm_fit(&m->t, c, m->model, log);
   if (s == CX_OK) s = make_state(m);
   m->c.include = m->c.exclude = NULL, m->c.n_include = m->c.n_exclude = 0;
@@ -208,6 +217,15 @@ static cx_status apply(cx_prune_masker *m) {
 
 static void log_update(const cx_prune_masker *m, int64_t step) {
   if (!m->log) return;
+  if (m->ch) {
+    cx_tensor kept = cx_channel_masks_state(m->ch);
+    int64_t n = cx_tensor_numel(&kept), k = 0;
+    for (int64_t u = 0; u < n; u++) k += ((const uint8_t *)kept.data)[u];
+    fprintf(m->log, "prune: step %lld: %lld of %lld channels kept, %.1f%% of the MACs\n",
+            (long long)step, (long long)k, (long long)n, 100 * (1 - m->sched[1]));
+    fflush(m->log);
+    return;
+  }
   int64_t zeros = 0, total = 0;
   for (int i = 0; i < m->t.n; i++)
     for (int64_t e = 0; e < numel(&m->t.t[i]); e++) zeros += !m->mask[i][e], total++;
@@ -224,7 +242,12 @@ static cx_status update_masks(cx_prune_masker *m, int64_t step) {
   for (int i = 0; i < m->t.n; i++)
     CX_TRY(cx_program_read(m->p, cx_program_param(m->p, m->slot[i].param), m->w[i]));
   double s = cx_prune_schedule_sparsity(&m->c, step);
-  CX_TRY(cx_prune_masks(&m->c, &m->t, (const float *const *)m->w, s, m->mask));
+  if (m->ch) {
+    CX_TRY(cx_channel_masks_update(m->ch, &m->t, (const float *const *)m->w, s, m->mask));
+    s = 1 - cx_channel_masks_macs_kept(m->ch);
+  } else {
+    CX_TRY(cx_prune_masks(&m->c, &m->t, (const float *const *)m->w, s, m->mask));
+  }
   m->sched[0] = 1;
   m->sched[1] = m->c.method == CX_PRUNE_NM ? 1 - (double)m->c.n / m->c.m : s;
   CX_TRY(upload_masks(m));
@@ -273,7 +296,7 @@ static cx_status after_update(void *self, cx_program *p, int64_t step, bool upda
 
 static cx_status state(void *self, cx_train_ext_state *out) {
   cx_prune_masker *m = self;
-  *out = (cx_train_ext_state){.n = m->t.n + 1, .names = (const char *const *)m->state_names,
+  *out = (cx_train_ext_state){.n = m->t.n + 1 + (m->ch != NULL), .names = (const char *const *)m->state_names,
                               .tensors = m->state_ptr};
   return CX_OK;
 }
@@ -299,16 +322,24 @@ const uint8_t *cx_prune_mask_of(const cx_prune_masker *m, int i) {
 
 double cx_prune_mask_sparsity(const cx_prune_masker *m) { return m->sched[0] ? m->sched[1] : 0; }
 
+cx_status cx_prune_mask_rewrite(cx_prune_masker *m, const cx_graph *trained, FILE *log,
+                                cx_graph **out, cx_prune_channel_stats *st) {
+  *out = NULL;
+  if (!m->ch) return cx_fail(CX_ERR_ARG, "prune: only channel masks rewrite the graph");
+  return cx_channel_masks_rewrite(m->ch, trained, log, out, st);
+}
+
 void cx_prune_mask_close(cx_prune_masker *m) {
   if (!m) return;
   close_run(m);
   if (m->mask) free(m->mask[0]);
   free(m->mask);
-  for (int i = 0; m->state_names && i <= m->t.n; i++) free(m->state_names[i]);
+  for (int i = 0; m->state_names && i <= m->t.n + 1; i++) free(m->state_names[i]);
   free(m->state_names);
   free(m->state);
   free(m->state_ptr);
   cx_prune_targets_free(&m->t);
+  cx_channel_masks_free(m->ch);
   free(m->model);
   free(m);
 }

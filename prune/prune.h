@@ -69,6 +69,10 @@ cx_status cx_prune_config_check(const cx_prune_config *c);
  * `every` from start (and at end, where it reaches sparsity). `step` counts optimizer steps
  * done: 0 is before the first update. */
 double cx_prune_schedule_sparsity(const cx_prune_config *c, int64_t step);
+/* Channel pruning with a schedule (end > start, or start > 0): the channels are masked while
+ * the model trains and the graph rewritten after (prune/channel.h); without one they are cut
+ * before training. */
+bool cx_prune_channel_gradual(const cx_prune_config *c);
 /* Whether masks are (re)computed at `step`: start, start + every, ... up to end, and end. */
 bool cx_prune_schedule_is_step(const cx_prune_config *c, int64_t step);
 

@@ -15,3 +15,7 @@ bool cx_prune_schedule_is_step(const cx_prune_config *c, int64_t step) {
   int64_t every = c->every > 0 ? c->every : 1;
   return step >= c->start && step <= c->end && ((step - c->start) % every == 0 || step == c->end);
 }
+
+bool cx_prune_channel_gradual(const cx_prune_config *c) {
+  return c->method == CX_PRUNE_CHANNEL && (c->start > 0 || c->end > 0);
+}

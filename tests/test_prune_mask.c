@@ -21,6 +21,8 @@
 #include "../kernels/cpu/cpu.h"
 #include "../kernels/guard/guard.h"
 #include "../models/zoo.h"
+#include "../core/rng.h"
+#include "../prune/channel.h"
 #include "../prune/mask.h"
 #include "../train/trainer.h"
 #include "check.h"
@@ -478,15 +480,19 @@ static cx_status probe_after(void *self, cx_program *p, int64_t step, bool updat
   return CX_OK;
 }
 
+#define MAX_TARGETS 16 /* channel pruning masks every tensor it cuts: 9 here */
+
 typedef struct outcome {
   cx_status status;
   cx_train_result r;
   cx_graph *model;
-  uint8_t *masks[4];
-  int64_t mask_len[4];
+  uint8_t *masks[MAX_TARGETS];
+  int64_t mask_len[MAX_TARGETS];
   int n_targets;
   double sparsity;
   probe q;
+  cx_graph *rewritten; /* channel: the trained model rewritten for the channels kept */
+  cx_prune_channel_stats st;
 } outcome;
 
 static cx_train_opts recipe(const paths *p, const cx_backend *b, cx_optim_kind kind,
@@ -511,7 +517,8 @@ static cx_train_opts recipe(const paths *p, const cx_backend *b, cx_optim_kind k
 }
 
 /* Magnitude: three layers, one global threshold, 0 -> 70% over steps 0..16 every 4;
- * N:M: 2:4 on block2 from step 4. stop > 0: stopped there and resumed with a fresh masker. */
+ * N:M: 2:4 on block2 from step 4; channel: both convolutions, 0 -> 50% of the MACs over steps
+ * 0..16 every 4. stop > 0: stopped there and resumed with a fresh masker. */
 static outcome prune_run(const paths *p, const cx_backend *b, cx_optim_kind kind,
                          cx_prune_method method, int64_t stop) {
   outcome out = {.model = fmnist_small_cnn(5)};
@@ -522,6 +529,9 @@ static outcome prune_run(const paths *p, const cx_backend *b, cx_optim_kind kind
   if (method == CX_PRUNE_MAGNITUDE) {
     c.sparsity = 0.7, c.start = 0, c.end = 16, c.every = 4;
     c.include = inc, c.n_include = 2;
+  } else if (method == CX_PRUNE_CHANNEL) {
+    c.method = CX_PRUNE_CHANNEL, c.sparsity = 0.5, c.start = 0, c.end = 16, c.every = 4;
+    c.include = inc, c.n_include = 1;
   } else {
     c.method = CX_PRUNE_NM, c.start = c.end = 4;
   }
@@ -549,16 +559,17 @@ static outcome prune_run(const paths *p, const cx_backend *b, cx_optim_kind kind
     o.n_extensions = 2;
     out.status = cx_train(out.model, &o, &out.r);
     const cx_prune_targets *t = cx_prune_mask_targets(m);
-    out.n_targets = t->n;
+    CHECK(t->n <= MAX_TARGETS, "%d targets", t->n);
+    out.n_targets = t->n < MAX_TARGETS ? t->n : MAX_TARGETS;
     out.sparsity = cx_prune_mask_sparsity(m);
-    for (int i = 0; i < t->n && i < 4; i++) {
+    for (int i = 0; i < t->n && i < MAX_TARGETS; i++) {
       out.mask_len[i] = t->t[i].outer * t->t[i].channels * t->t[i].inner;
       free(out.masks[i]);
       out.masks[i] = malloc((size_t)out.mask_len[i]);
       memcpy(out.masks[i], cx_prune_mask_of(m, i), (size_t)out.mask_len[i]);
     }
     /* after the stopped leg too: what the trainer wrote back is exactly masked */
-    for (int i = 0; out.status == CX_OK && i < t->n && i < 4; i++) {
+    for (int i = 0; out.status == CX_OK && i < t->n && i < MAX_TARGETS; i++) {
       int64_t n, bad = 0;
       const float *w = weights(out.model, t->t[i].weight_name, &n);
       for (int64_t j = 0; j < n; j++) bad += !out.masks[i][j] && (w[j] != 0 || signbit(w[j]));
@@ -570,6 +581,8 @@ static outcome prune_run(const paths *p, const cx_backend *b, cx_optim_kind kind
           (long long)out.q.steps);
     if (out.status != CX_OK) break;
   }
+  if (out.status == CX_OK && method == CX_PRUNE_CHANNEL)
+    out.status = cx_prune_mask_rewrite(m, out.model, NULL, &out.rewritten, &out.st);
   cx_prune_mask_close(m);
   CHECK(out.status == CX_OK, "train: %s", cx_last_error());
   return out;
@@ -589,11 +602,65 @@ static bool same_model(const cx_graph *a, const cx_graph *b) {
 
 static void free_outcome(outcome *o) {
   cx_graph_free(o->model);
-  for (int i = 0; i < 4; i++) free(o->masks[i]);
+  cx_graph_free(o->rewritten);
+  for (int i = 0; i < MAX_TARGETS; i++) free(o->masks[i]);
+}
+
+/* The logits of g for 8 images of a fixed normal pattern (NULL after a failure). */
+static float *logits(const cx_graph *g, int64_t *n) {
+  cx_program *p = NULL;
+  cx_compile_opts co = {.batch = 8, .backend = cx_backend_cpu()};
+  cx_status s = cx_program_compile(g, &co, &p);
+  CHECK(s == CX_OK, "compile: %s", cx_last_error());
+  if (s != CX_OK) return NULL;
+  cx_tensor *x = cx_program_tensor(p, "input");
+  float *in = x->data;
+  for (int64_t i = 0; i < cx_tensor_numel(x); i++)
+    in[i] = cx_rng_normal(cx_rng_key(3, 1, 0), (uint64_t)i);
+  float *y = NULL;
+  if ((s = cx_program_forward(p)) == CX_OK) {
+    cx_tensor *t = cx_program_tensor(p, g->values[g->outputs[0]].name);
+    *n = cx_tensor_numel(t);
+    if ((y = malloc(cx_tensor_nbytes(t)))) memcpy(y, t->data, cx_tensor_nbytes(t));
+  }
+  CHECK(s == CX_OK, "forward: %s", cx_last_error());
+  cx_program_free(p);
+  return y;
+}
+
+/* Gradual channel pruning: the MAC target met by the masks and by the rewritten graph, which
+ * computes what the trained, masked one does; the resumed run rewrote the same graph. */
+static void check_rewrite(const outcome *o, const outcome *resumed) {
+  const cx_prune_channel_stats *st = &o->st;
+  printf("  channel: %lld of %lld channels kept, MACs %lld -> %lld, masks at %.3f\n",
+         (long long)st->channels_after, (long long)st->channels_before,
+         (long long)st->macs_before, (long long)st->macs_after, o->sparsity);
+  CHECK(o->rewritten && st->macs_after <= 0.5 * (double)st->macs_before &&
+        st->channels_after < st->channels_before, "channel: MACs %lld of %lld",
+        (long long)st->macs_after, (long long)st->macs_before);
+  CHECK(fabs(1 - (double)st->macs_after / (double)st->macs_before - o->sparsity) < 1e-9,
+        "channel: the masks removed %.4f of the MACs, the rewrite %.4f", o->sparsity,
+        1 - (double)st->macs_after / (double)st->macs_before);
+  if (!o->rewritten || !resumed->rewritten) return;
+  CHECK(same_model(o->rewritten, resumed->rewritten), "channel: the resumed run rewrote "
+        "another graph");
+  int64_t na = 0, nb = 0;
+  float *a = logits(o->model, &na), *b = logits(o->rewritten, &nb);
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; a && b && na == nb && i < na; i++) {
+    diff = fmax(diff, fabs((double)a[i] - b[i]));
+    scale = fmax(scale, fabs((double)a[i]));
+  }
+  printf("  channel: the rewritten graph's logits differ by %.3g (largest %.3g)\n", diff, scale);
+  CHECK(a && b && na == nb && diff <= 1e-5 * scale, "channel: the rewritten graph's logits "
+        "differ from the masked model's by %g of %g", diff, scale);
+  free(a), free(b);
 }
 
 static void test_training(const paths *p, cx_optim_kind kind, cx_prune_method method) {
-  const char *what = method == CX_PRUNE_NM ? "2:4" : "magnitude";
+  const char *what = method == CX_PRUNE_NM        ? "2:4"
+                     : method == CX_PRUNE_CHANNEL ? "channel"
+                                                  : "magnitude";
   outcome straight = prune_run(p, cx_backend_cpu(), kind, method, 0);
   /* the resumed leg runs through the guard backend, whose memory host code cannot touch: the
    * masker reaches backend tensors only through ops and copies */
@@ -607,9 +674,11 @@ static void test_training(const paths *p, cx_optim_kind kind, cx_prune_method me
            straight.r.final_loss, (long long)zeros, (long long)total, straight.n_targets,
            straight.sparsity);
     double want = method == CX_PRUNE_NM ? 0.5 : 0.7;
-    CHECK(zeros == (int64_t)floor(want * (double)total + 0.5) && straight.sparsity == want,
-          "%s: %lld of %lld pruned, sparsity %g", what, (long long)zeros, (long long)total,
-          straight.sparsity);
+    if (method == CX_PRUNE_CHANNEL) check_rewrite(&straight, &resumed);
+    else
+      CHECK(zeros == (int64_t)floor(want * (double)total + 0.5) && straight.sparsity == want,
+            "%s: %lld of %lld pruned, sparsity %g", what, (long long)zeros, (long long)total,
+            straight.sparsity);
     CHECK(resumed.r.resumed_step == 10, "resumed at %lld", (long long)resumed.r.resumed_step);
     bool masks_same = straight.n_targets == resumed.n_targets;
     for (int i = 0; masks_same && i < straight.n_targets; i++)
@@ -637,6 +706,7 @@ static void run_training(void) {
     test_training(&p, CX_OPTIM_SGD, CX_PRUNE_MAGNITUDE);
     test_training(&p, CX_OPTIM_ADAMW, CX_PRUNE_MAGNITUDE);
     test_training(&p, CX_OPTIM_ADAMW, CX_PRUNE_NM);
+    test_training(&p, CX_OPTIM_SGD, CX_PRUNE_CHANNEL);
   }
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", p.dir);
