@@ -786,6 +786,25 @@ static bool empty_compact(const char *path, const float *data) {
   return f && fclose(f) == 0 && ok && reseal(path);
 }
 
+/* Marks conv1.weight's one chunk (240 bytes of f32 and the 4 of its Fletcher-32 checksum, in
+ * the chunk B-tree's key) as stored without the filter and 232 bytes long, as fuzz_checkpoint
+ * found it. */
+static bool short_chunk(const char *path) {
+  FILE *f = fopen(path, "r+b");
+  static unsigned char b[1 << 16];
+  size_t n = f ? fread(b, 1, sizeof b, f) : 0;
+  const unsigned char key[8] = {244, 0, 0, 0, 0, 0, 0, 0}; /* size 244, filter mask 0 */
+  long at = -1;
+  for (size_t i = 0; at < 0 && i + 4 <= n; i++) {
+    if (memcmp(b + i, "TREE", 4)) continue;
+    for (size_t k = i + 4; at < 0 && k + 8 <= n && k < i + 64; k++)
+      if (!memcmp(b + k, key, 8)) at = (long)k;
+  }
+  const unsigned char edit[8] = {232, 0, 0, 0, 1, 0, 0, 0};
+  bool ok = f && at >= 0 && fseek(f, at, SEEK_SET) == 0 && fwrite(edit, 1, 8, f) == 8;
+  return f && fclose(f) == 0 && ok && reseal(path);
+}
+
 /* Refused naming the file and `what`, with the tensors left as they were; a bad count is
  * refused by peek as well (meta). */
 static void expect_hostile(const char *file, const char *label, const char *what, bool meta) {
@@ -865,6 +884,10 @@ static void test_hostile(void) {
         "could not make conv1.weight compact, then empty: %s", cx_last_error());
   expect_hostile(file, "an empty compact weight", "declares 240 bytes, but the file holds 0",
                  false);
+  /* found by fuzz_checkpoint: a chunk shorter than its data (libhdf5 copied the whole chunk
+   * from what was stored: ASan heap-buffer-overflow) */
+  CHECK(save(file, &a) == CX_OK && short_chunk(file), "could not shorten conv1.weight's chunk");
+  expect_hostile(file, "a chunk shorter than its data", "chunk 0 stores 232 bytes", false);
   uint16_t *bf = a.s[3].data; /* the bf16 optimizer state: +inf is 0x7f80 */
   uint16_t keep = bf[1];
   bf[1] = 0x7f80;
