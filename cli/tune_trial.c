@@ -465,6 +465,10 @@ cx_status cx_tune_trial_exec(const cx_tune_run *t, const cx_tune_trial *those, i
   join(log, dir, "log.txt");
   watch w = {.t = t, .those = those, .n = n, .tr = tr};
   join(w.metrics, dir, "metrics.jsonl");
+  /* A continued trial's rungs are decided again from its metrics.jsonl, against the same trials
+   * before it: the record may hold a rung it was stopped at, or one the killed tune never
+   * judged. */
+  tr->n_rungs = 0;
   CX_TRY(stage_epochs(t, file, &w.epochs));
   struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
   sigemptyset(&sa.sa_mask);
