@@ -199,6 +199,7 @@ cx_status cx_pipeline_prune_check(const cx_pipeline *p, const cx_pipeline_stage 
                                   const cx_graph *model);
 cx_status cx_pipeline_prune_model(cx_stage_run *r, cx_graph **g, char **old_input);
 cx_status cx_pipeline_prune_begin(cx_stage_run *r);
+cx_status cx_pipeline_prune_trained(cx_stage_run *r, cx_graph **g);
 cx_status cx_pipeline_prune_end(cx_stage_run *r);
 void cx_pipeline_prune_note(const cx_pipeline *p, const cx_pipeline_stage *s, const char *path,
                             char *buf, size_t size);

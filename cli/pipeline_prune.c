@@ -1,7 +1,8 @@
-/* The prune stage's record functions: the one place where the pipeline meets prune/. Channel
- * pruning rewrites the input model before it is fine-tuned (so a resumed run rebuilds the same
- * smaller graph; Taylor importance's scoring pass and the sensitivity scan are deterministic,
- * cli/prune_channels.c); magnitude and N:M pruning keep their masks with a trainer extension.
+/* The prune stage's record functions: the one place where the pipeline meets prune/. One-shot
+ * channel pruning rewrites the input model before it is fine-tuned (so a resumed run rebuilds
+ * the same smaller graph; Taylor importance's scoring pass and the sensitivity scan are
+ * deterministic, cli/prune_channels.c); magnitude, N:M and gradual channel pruning keep their
+ * masks with a trainer extension, and gradual channel pruning rewrites the trained model.
  * When the pipeline has a teacher, the fine-tuning distils from it, reading the teacher cache. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,12 @@ cx_status cx_pipeline_prune_check(const cx_pipeline *p, const cx_pipeline_stage 
                                   const cx_graph *model) {
   const cx_prune_config *c = &p->prune.c;
   cx_status st;
+  if (cx_prune_channel_gradual(c)) {
+    cx_prune_masker *m = NULL;
+    st = cx_prune_mask_open(model, s->model, c, NULL, &m);
+    cx_prune_mask_close(m);
+    if (st != CX_OK) return cx_error_prefix("%s", s->name), st;
+  }
   if (c->method == CX_PRUNE_CHANNEL) {
     /* which channels go depends on the importance, whether the target is reachable does not:
      * Taylor's scores need the training run, so the dry run ranks by L1 */
@@ -52,7 +59,7 @@ cx_status cx_pipeline_prune_model(cx_stage_run *r, cx_graph **g, char **old_inpu
   const cx_prune_config *c = &r->p->prune.c;
   *old_input = NULL;
   if (!r->input) return cx_fail(CX_ERR_ARG, "prune: no input model");
-  if (c->method != CX_PRUNE_CHANNEL) {
+  if (c->method != CX_PRUNE_CHANNEL || cx_prune_channel_gradual(c)) {
     *g = cx_graph_clone(r->input);
     return *g ? CX_OK : cx_fail(CX_ERR_NOMEM, "out of memory");
   }
@@ -66,16 +73,34 @@ cx_status cx_pipeline_prune_model(cx_stage_run *r, cx_graph **g, char **old_inpu
   return CX_OK;
 }
 
+/* Where the masks' lines go: the trainer's progress stream (stdout unless it names one). */
+static FILE *progress_log(const cx_stage_run *r) {
+  return r->opts->quiet ? NULL : r->opts->log ? r->opts->log : stdout;
+}
+
 cx_status cx_pipeline_prune_begin(cx_stage_run *r) {
   const cx_prune_config *c = &r->p->prune.c;
   prune_run *pr = calloc(1, sizeof *pr);
   if (!pr) return cx_fail(CX_ERR_NOMEM, "out of memory");
   r->state = pr;
   CX_TRY(cx_pipeline_kd_tune_begin(r, &pr->kd));
-  if (c->method == CX_PRUNE_CHANNEL) return CX_OK; /* the graph is already smaller */
-  CX_TRY(cx_prune_mask_open(r->input, r->s->model, c, r->opts->log, &pr->masker));
+  if (c->method == CX_PRUNE_CHANNEL && !cx_prune_channel_gradual(c))
+    return CX_OK; /* the graph is already smaller */
+  CX_TRY(cx_prune_mask_open(r->input, r->s->model, c, progress_log(r), &pr->masker));
   cx_train_ext e = cx_prune_mask_extension(pr->masker);
   return cx_stage_run_add(r, &e);
+}
+
+/* Gradual channel pruning: the trained, masked model rewritten for the channels kept. */
+cx_status cx_pipeline_prune_trained(cx_stage_run *r, cx_graph **g) {
+  prune_run *pr = r->state;
+  if (!pr || !pr->masker || !cx_prune_channel_gradual(&r->p->prune.c)) return CX_OK;
+  cx_graph *out = NULL;
+  cx_prune_channel_stats cs;
+  CX_TRY(cx_prune_mask_rewrite(pr->masker, *g, progress_log(r), &out, &cs));
+  cx_graph_free(*g);
+  *g = out;
+  return CX_OK;
 }
 
 cx_status cx_pipeline_prune_end(cx_stage_run *r) {

@@ -84,6 +84,10 @@ cx_status cx_cli_prune_read(const cx_toml *t, cx_cli_prune *p) {
   if (p->allocate_sensitivity && c->method != CX_PRUNE_CHANNEL)
     return cx_toml_fail(cx_toml_get(t, "allocate"), CX_ERR_FORMAT, "\"sensitivity\" allocates "
                         "channels: it is for method = \"channel\"");
+  if (p->allocate_sensitivity && cx_prune_channel_gradual(c))
+    return cx_toml_fail(cx_toml_get(t, "allocate"), CX_ERR_FORMAT, "\"sensitivity\" allocates "
+                        "channels once, before training: it is for one-shot channel pruning "
+                        "(start = end = 0)");
   size_t n = cx_toml_len(cx_toml_get(t, "include")) + cx_toml_len(cx_toml_get(t, "exclude"));
   if (!(p->globs = calloc(n + 1, sizeof *p->globs))) return cx_fail(CX_ERR_NOMEM, "out of memory");
   cx_status s = cx_cli_key_globs(t, "include", p->globs, &c->n_include);

@@ -171,8 +171,8 @@ cx_status cx_channel_rewrite_kept(const cx_graph *g, int n_units, const bool *ke
  * (prune/mask.h) drives it for method "channel" with a schedule. */
 typedef struct cx_channel_masks cx_channel_masks;
 /* The analysis and selection of model (as cx_prune_channels makes them, lines in log) and the
- * tensors to mask, as targets of [numel, 1, 1] (*t, freed by the caller). Taylor importance
- * and per-layer ratios are refused: both are one-shot. */
+ * tensors to mask, as targets of [numel, 1, 1] (*t, freed by the caller). Per-layer ratios
+ * are refused (Taylor importance is, by cx_prune_config_check): both are one-shot. */
 cx_status cx_channel_masks_open(const cx_graph *model, const cx_prune_config *c, FILE *log,
                                 cx_channel_masks **out, cx_prune_targets *t);
 /* A pruning step: importance from the live weights w[i] of each target, the choice for

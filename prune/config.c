@@ -71,6 +71,10 @@ cx_status cx_prune_config_check(const cx_prune_config *c) {
                                                  : " (the fraction of weights zeroed)");
   CX_TRY(check_method(c));
   CX_TRY(check_schedule(c));
+  if (cx_prune_channel_gradual(c) && c->importance == CX_IMPORTANCE_TAYLOR)
+    return cx_fail(CX_ERR_ARG, "prune: importance \"taylor\" ranks channels once, from a scoring "
+                   "pass before they are removed; a gradual channel schedule (end > start, or "
+                   "start > 0) ranks them again at every pruning step: use l1, l2 or bn");
   if (c->round_to < 0) return cx_fail(CX_ERR_ARG, "prune: round_to %d < 0", c->round_to);
   CX_TRY(check_globs("include", c->include, c->n_include));
   CX_TRY(check_globs("exclude", c->exclude, c->n_exclude));

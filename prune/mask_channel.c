@@ -64,11 +64,8 @@ static cx_status make_targets(const cx_channel_groups *cg, cx_prune_targets *t) 
   return CX_OK;
 }
 
+/* Sensitivity allocation's ratios are per layer, fixed before training: one-shot only. */
 static cx_status check_config(const cx_prune_config *c) {
-  if (c->importance == CX_IMPORTANCE_TAYLOR)
-    return cx_fail(CX_ERR_ARG, "prune: importance \"taylor\" ranks channels once, from a scoring "
-                   "pass before they are removed; a gradual channel schedule (end > start, or "
-                   "start > 0) ranks them again at every pruning step: use l1, l2 or bn");
   if (c->n_ratios > 0)
     return cx_fail(CX_ERR_ARG, "prune: per-layer channel ratios (allocate = \"sensitivity\") "
                    "are for one-shot channel pruning (start = end = 0)");

@@ -259,6 +259,21 @@ EOF
   run 0 mag-resumed pipeline "$work/pipe_mag.toml" --out "$r"
   expect_in mag-resumed out "prune: resuming from $r/checkpoints/prune/step-00000014.h5"
   $py "$here/check_zeros.py" "$r/student_pruned.onnx" 0.7 || fail "mag-resumed: the zeros"
+  # gradual channel pruning: channels masked at steps 0, 4, 8 and 12 (the MAC target reached
+  # at 12), stopped between two pruning steps and resumed; the trained, masked model rewritten
+  # with half the MACs
+  sed -e 's/^sparsity = 0.5/sparsity = 0.5\nend = 12\nevery = 4/' "$work/pipe_pr.toml" \
+    >"$work/pipe_gch.toml"
+  run 1 gch-stopped pipeline "$work/pipe_gch.toml" --out "$r" --only prune --stop-after 6
+  run 0 gch-resumed pipeline "$work/pipe_gch.toml" --out "$r"
+  expect_in gch-resumed out "prune: resuming from $r/checkpoints/prune/step-00000006.h5"
+  expect_in gch-resumed out "prune: step 12: "
+  expect_in gch-resumed out "groups pruned"
+  $py - "$r/report.json" <<'EOF' || fail "gch-resumed: MACs not halved"
+import json, sys
+m = {x["name"]: x for x in json.load(open(sys.argv[1]))["models"]}
+assert m["student (pruned)"]["macs"] <= 0.5 * m["student (distilled)"]["macs"], m
+EOF
   # [quantize] after [prune]: QAT from PTQ's scales (calibrated once) under distillation; the report gets the
   # INT8 row (scored on the file by our INT8 runtime and by ONNX Runtime); the file passes
   # TensorRT's rules; stopped and resumed, it writes the same file byte for byte

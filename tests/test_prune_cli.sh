@@ -114,6 +114,8 @@ expect_in taylor err "taylor"
 expect_in taylor err "--data"
 bad taylor-batches "$r20" --method channel --taylor-batches 4
 expect_in taylor-batches err "importance = \"taylor\""
+bad taylor-gradual "$r20" --method channel --importance taylor --end 8 --every 4
+expect_in taylor-gradual err "gradual channel schedule"
 bad method "$r20" --method 4:2
 expect_in method err "4:2"
 run 1 no-model prune "$work/nope.onnx" -o "$work/nope_out.onnx"
@@ -129,6 +131,32 @@ expect_in tune out "validation top-1"
 $py "$here/check_zeros.py" "$work/tuned.onnx" 0.6 || fail "tune: the zeros"
 $py -c 'import onnx, sys; m = onnx.load(sys.argv[1]); assert any(p.key == "compress.input_mean" for p in m.metadata_props)' \
   "$work/tuned.onnx" || fail "tune: the preprocessing metadata"
+# Gradual channel pruning: masked to 50% of the MACs over steps 0..16 of the fine-tune, then the
+# graph rewritten: smaller tensors, onnx.checker, ONNX Runtime equal to our engine on it.
+run 0 gradual prune "$r20" -o "$work/gradual.onnx" --method channel --sparsity 0.5 --start 0 \
+  --end 16 --every 4 --data "$work/train.h5" --val "$work/test.h5" --epochs 1 --batch 50 \
+  --lr 0.05 --train momentum=0.9
+expect_in gradual out "prune: step 16: "
+expect_in gradual out "groups pruned"
+$py - "$work/gradual.onnx" "$work/gradual.out" <<'EOF' || fail "gradual: checker, MACs or ORT"
+import re, sys, onnx
+m = onnx.load(sys.argv[1])
+onnx.checker.check_model(m, full_check=True)
+macs = [float(x) for x in re.findall(r"([0-9.]+)M MACs", open(sys.argv[2]).read())]
+assert len(macs) == 2 and macs[1] <= 0.5 * macs[0] + 0.01, macs
+import numpy as np, onnxruntime as ort
+s = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
+x = np.random.default_rng(1).standard_normal((2, 1, 16, 16)).astype(np.float32)
+np.save(sys.argv[1] + ".x.npy", x)
+np.save(sys.argv[1] + ".ort.npy", s.run(None, {s.get_inputs()[0].name: x})[0])
+EOF
+run 0 gradual-infer infer "$work/gradual.onnx" -i "$work/gradual.onnx.x.npy" \
+  -o "$work/gradual.ours.npy"
+$py - "$work/gradual.onnx.ort.npy" "$work/gradual.ours.npy" <<'EOF' || fail "gradual: ours != ORT"
+import sys, numpy as np
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+assert np.abs(a - b).max() <= 1e-4 * max(np.abs(a).max(), 1e-12), np.abs(a - b).max()
+EOF
 # Taylor: channels chosen by |w dL/dw| over 4 batches; twice the same, not L1's choice. The L1
 # run fine-tunes with bn_l1 = 1: its BatchNorm scales (1 at the start) fall far below Taylor's.
 tune=(--method channel --sparsity 0.3 --data "$work/train.h5" --epochs 1 --batch 100 --lr 0.05
