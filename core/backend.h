@@ -76,6 +76,9 @@ typedef struct cx_kernel {
   cx_status (*run)(const cx_kernel_args *a);
   void (*release)(void *state);
   unsigned layouts; /* CX_LAYOUT_* flags; 0: plain arguments only */
+  /* Optional (NULL: every node of the op): whether this kernel, on this machine, computes node
+   * n as its op says (an attribute the kernel does exactly only with some instruction sets) */
+  bool (*supports)(const cx_node *n);
 } cx_kernel;
 
 typedef struct cx_backend {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "op.h"
 
 bool cx_quant_fuse_enabled(void) {
@@ -17,6 +18,7 @@ bool cx_quant_fuse_enabled(void) {
 
 typedef struct qf {
   cx_graph *g;
+  bool signed_conv, signed_gemm; /* the backend runs int8 sources that may be negative */
   int *readers; /* by value: inputs that read it, graph outputs counted */
   int *reader;  /* by value: the last node found reading it */
   bool *dead;   /* by node */
@@ -117,6 +119,7 @@ static bool nonneg_q(const qf *q, int v, int depth) {
 typedef struct qmatch {
   int node, kind;        /* kind: 0 Conv, 1 Gemm (W [N, K]), 2 Gemm transB = 0 or MatMul (W [K, N]) */
   int x_q, w_q, bias;    /* value ids; bias -1 when absent */
+  bool x_signed;         /* x_q may be negative */
   float x_scale;
   const float *w_scale;  /* n_w_scale values */
   int64_t n_w_scale, c_out;
@@ -139,14 +142,17 @@ static int kind_of(const cx_node *n) {
   return cx_node_int(n, "transB", 0) ? 1 : 2;
 }
 
-/* The activation input: DequantizeLinear(int8 x_q known >= 0, scalar scale, zero point 0). */
+/* The activation input: DequantizeLinear(int8 x_q, scalar scale, zero point 0), x_q known to be
+ * >= 0 or the backend running signed sources for this kind of node. */
 static bool match_x(const qf *q, qmatch *m, int v) {
   const cx_node *d = producer(q, v);
   int64_t ns;
   if (!d || strcmp(d->op->name, "DequantizeLinear") || q->g->values[d->in[0]].dtype != CX_S8)
     return false;
   const float *s = qparams(q, d, &ns);
-  if (!s || ns != 1 || !nonneg_q(q, d->in[0], 0)) return false;
+  if (!s || ns != 1) return false;
+  m->x_signed = !nonneg_q(q, d->in[0], 0);
+  if (m->x_signed && !(m->kind == 0 ? q->signed_conv : q->signed_gemm)) return false;
   m->x_q = d->in[0];
   m->x_scale = s[0];
   return true;
@@ -323,6 +329,7 @@ static cx_status rewrite(qf *q, const qmatch *m) {
     if (m->lo > -INFINITY) cx_node_set_float(g, n, "act_min", (float)(m->lo / y_scale));
     if (m->hi < INFINITY) cx_node_set_float(g, n, "act_max", (float)(m->hi / y_scale));
     cx_node_set_int(g, n, "quantized_output", m->quant >= 0);
+    if (m->x_signed) cx_node_set_int(g, n, "x_signed", 1);
     s = take_over(q, m, n);
   }
   free(sc);
@@ -454,10 +461,18 @@ static cx_status fuse(qf *q) {
   return CX_OK;
 }
 
-cx_status cx_quant_fuse(cx_graph *g) {
+/* Whether backend be runs op with an int8 source that may be negative (a probe node). */
+static bool runs_signed(const cx_backend *be, const char *op) {
+  cx_attr a = {.name = "x_signed", .type = CX_ATTR_INT, .i = 1};
+  cx_node probe = {.name = (char *)op, .op = cx_op_find(op), .n_attrs = 1, .attrs = &a};
+  return probe.op && be->find_kernel(be, &probe, NULL, 0) != NULL;
+}
+
+cx_status cx_quant_fuse(cx_graph *g, const cx_backend *be) {
   if (!cx_quant_fuse_enabled()) return CX_OK;
   int cap_nodes = 2 * g->n_nodes + 1, cap_values = g->n_values + 8 * g->n_nodes + 1;
-  qf q = {.g = g, .n_nodes0 = g->n_nodes};
+  qf q = {.g = g, .n_nodes0 = g->n_nodes, .signed_conv = runs_signed(be, "QLinearConvFused"),
+          .signed_gemm = runs_signed(be, "QLinearGemmFused")};
   q.readers = calloc((size_t)cap_values, sizeof(int));
   q.reader = calloc((size_t)cap_values, sizeof(int));
   q.dead = calloc((size_t)cap_nodes, sizeof(bool));

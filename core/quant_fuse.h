@@ -21,17 +21,21 @@
  * Add(DQ(a int8), DQ(b int8)) [→ Relu | Clip] → QuantizeLinear, a and b of one shape, becomes
  * QLinearAddFused(a, b): the same f32 operations in one pass over int8 memory.
  *
- * x_q must be known to be >= 0: its QuantizeLinear reads a Relu, a Clip with min >= 0, a fused
+ * x_q is known to be >= 0 when its QuantizeLinear reads a Relu, a Clip with min >= 0, a fused
  * node whose act_min is >= 0, or a DequantizeLinear of such a value through MaxPool, AveragePool,
  * GlobalAveragePool, Flatten, Reshape or Dropout. oneDNN's int8 primitives on x86 CPUs without
- * VNNI (this project's AMD EPYC: AVX2) multiply with vpmaddubsw, which saturates int16 pair sums:
+ * VNNI (AMD EPYC before Zen 4: AVX2) multiply with vpmaddubsw, which saturates int16 pair sums:
  * they are exact only for uint8 sources up to 128 against int8 weights (and lossy for int8
  * sources, whose weights they halve). A non-negative int8 tensor is such a uint8 tensor byte for
- * byte, so the kernel reads it as uint8. What is not matched (signed inputs: the first convolution, a
- * MobileNetV2 block's expansion; uint8 or non-zero zero points) stays float and runs as before.
+ * byte, so the kernel reads it as uint8. A source that may be negative (the first convolution's,
+ * a MobileNetV2 block's expansion's, after its linear bottleneck) is fused with x_signed = 1 only
+ * where backend be runs such a node (its find_kernel, asked with a probe node): the CPU backend
+ * where oneDNN has VNNI, which is exact on int8 sources. Elsewhere it stays float and runs as
+ * before, as do uint8 inputs and non-zero zero points.
  *
  * CX_INT8=off in the environment turns the pass off (the float QDQ simulation, to compare). */
-cx_status cx_quant_fuse(cx_graph *g);
+struct cx_backend;
+cx_status cx_quant_fuse(cx_graph *g, const struct cx_backend *be);
 
 /* Whether the pass is on (CX_INT8 is not "off"). */
 bool cx_quant_fuse_enabled(void);

@@ -1,10 +1,11 @@
 /* INT8 runtime ops (com.compress), made only by the inference compile pass core/quant_fuse.c from
  * a QDQ pattern; no file carries them.
  *
- *   QLinearConvFused(X, W[, B]) attrs: Conv's, scales, act_min, act_max, quantized_output
- *   QLinearGemmFused(X, W[, B]) attrs: scales, act_min, act_max, quantized_output
+ *   QLinearConvFused(X, W[, B]) attrs: Conv's, scales, act_min, act_max, quantized_output, x_signed
+ *   QLinearGemmFused(X, W[, B]) attrs: scales, act_min, act_max, quantized_output, x_signed
  *
- * X int8 (zero point 0; the pass fuses only where X is known to be >= 0, see quant_fuse.h), W int8
+ * X int8 (zero point 0; x_signed 0, the default, where the pass knows X >= 0, 1 where it may be
+ * negative, which a backend may not run exactly: see quant_fuse.h), W int8
  * ([C_out, C_in/group, kh, kw] for Conv, [N, K] for Gemm: Y = X·Wᵀ), B f32 [C_out] already in
  * accumulator units (b / (x_scale·w_scale[c])). With acc the INT32 sum of X·W per output element
  * and c its output channel:

@@ -462,8 +462,8 @@ static cx_status grad_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_conv[] = {
-    {"Conv", conv_prepare, conv_run, conv_release, CX_LAYOUT_ANY},
-    {"ConvFused", conv_prepare, conv_run, conv_release, CX_LAYOUT_ANY},
-    {"ConvGrad", grad_prepare, grad_run, conv_release, CX_LAYOUT_ANY},
-    {NULL, NULL, NULL, NULL, 0},
+    {"Conv", conv_prepare, conv_run, conv_release, CX_LAYOUT_ANY, NULL},
+    {"ConvFused", conv_prepare, conv_run, conv_release, CX_LAYOUT_ANY, NULL},
+    {"ConvGrad", grad_prepare, grad_run, conv_release, CX_LAYOUT_ANY, NULL},
+    {NULL, NULL, NULL, NULL, 0, NULL},
 };

@@ -123,13 +123,13 @@ static cx_status run_broadcast_to(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_eltwise[] = {
-    {"Add", NULL, run_add, NULL, CX_LAYOUT_ELTWISE},
-    {"Sub", NULL, run_sub, NULL, CX_LAYOUT_ELTWISE},
-    {"Mul", NULL, run_mul, NULL, CX_LAYOUT_ELTWISE},
-    {"Div", NULL, run_div, NULL, CX_LAYOUT_ELTWISE},
-    {"Sum", NULL, run_sum, NULL, CX_LAYOUT_ELTWISE},
-    {"Neg", NULL, run_neg, NULL, CX_LAYOUT_ELTWISE},
-    {"ReduceSumTo", NULL, run_reduce_sum_to, NULL, CX_LAYOUT_ELTWISE},
-    {"BroadcastTo", NULL, run_broadcast_to, NULL, CX_LAYOUT_ELTWISE},
-    {NULL, NULL, NULL, NULL, 0},
+    {"Add", NULL, run_add, NULL, CX_LAYOUT_ELTWISE, NULL},
+    {"Sub", NULL, run_sub, NULL, CX_LAYOUT_ELTWISE, NULL},
+    {"Mul", NULL, run_mul, NULL, CX_LAYOUT_ELTWISE, NULL},
+    {"Div", NULL, run_div, NULL, CX_LAYOUT_ELTWISE, NULL},
+    {"Sum", NULL, run_sum, NULL, CX_LAYOUT_ELTWISE, NULL},
+    {"Neg", NULL, run_neg, NULL, CX_LAYOUT_ELTWISE, NULL},
+    {"ReduceSumTo", NULL, run_reduce_sum_to, NULL, CX_LAYOUT_ELTWISE, NULL},
+    {"BroadcastTo", NULL, run_broadcast_to, NULL, CX_LAYOUT_ELTWISE, NULL},
+    {NULL, NULL, NULL, NULL, 0, NULL},
 };

@@ -13,11 +13,14 @@
  * Relu / Clip as an eltwise post-op, rounding half to even and saturation by oneDNN's conversion
  * to the int8 destination.
  *
- * X is read as uint8: the compile pass fuses only int8 inputs known to be >= 0, whose bytes are
- * the same uint8 values, and uint8 sources up to 128 are the range in which oneDNN's vpmaddubsw
- * kernels (x86 without VNNI) are exact; int8 sources would have their weights halved there
- * (core/quant_fuse.h). Activations go to the primitive as nhwc (oneDNN's int8 convolutions have
- * no plain NCHW jit kernel); plain tensors are reordered through scratch. */
+ * X is read as uint8 when the compile pass knows it is >= 0 (its bytes are the same uint8 values,
+ * and uint8 sources up to 128 are the range in which oneDNN's vpmaddubsw kernels, x86 without
+ * VNNI, are exact), and as int8 when the node says x_signed = 1. oneDNN runs int8 sources exactly
+ * only with VNNI (vpdpbusd on X + 128, less 128 times the weights' sums); without it, it halves
+ * the weights to keep vpmaddubsw from saturating, so such a node is supported only where oneDNN
+ * dispatches to AVX-512 VNNI or better (core/quant_fuse.h). Activations go to the primitive as
+ * nhwc (oneDNN's int8 convolutions have no plain NCHW jit kernel); plain tensors are reordered
+ * through scratch. */
 
 typedef struct qlin_state {
   cx_dnnl_exec e;
@@ -33,6 +36,19 @@ static void qlin_release(void *p) {
 static bool has_bias(const cx_kernel_args *a) { return a->n_in > 2 && a->node->in[2] >= 0; }
 
 static dnnl_data_type_t dt_of(cx_dtype t) { return t == CX_S8 ? dnnl_s8 : dnnl_f32; }
+
+/* The source's type as oneDNN reads it: u8 for a source known to be >= 0, else s8. */
+static dnnl_data_type_t src_dt(const cx_node *n) {
+  return cx_node_int(n, "x_signed", 0) ? dnnl_s8 : dnnl_u8;
+}
+
+/* Signed sources are exact only on oneDNN's VNNI kernels (above); DNNL_MAX_CPU_ISA may hold
+ * oneDNN below what the CPU has, so ask oneDNN, not the CPU. */
+static bool qlin_supports(const cx_node *n) {
+  if (!cx_node_int(n, "x_signed", 0)) return true;
+  unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), vnni = dnnl_cpu_isa_avx512_core_vnni;
+  return (isa & vnni) == vnni;
+}
 
 /* Output scales and the activation post-op from the node's attributes. */
 static cx_status make_attr(const cx_node *n, dnnl_primitive_attr_t *attr) {
@@ -98,8 +114,8 @@ static cx_status qconv_desc(const cx_kernel_args *a, const cx_conv_geom *g, dnnl
   dnnl_data_type_t ydt = dt_of(a->out[0].dtype);
   int64_t gr = g->group;
   /* md: user src, prim src, user wei, prim wei, bias, user dst, prim dst */
-  CX_DNNL(dnnl_memory_desc_init_by_tag(&md[0], 4, xd, dnnl_u8, act_tag(&a->in[0])), n);
-  CX_DNNL(dnnl_memory_desc_init_by_tag(&md[1], 4, xd, dnnl_u8, dnnl_nhwc), n);
+  CX_DNNL(dnnl_memory_desc_init_by_tag(&md[0], 4, xd, src_dt(n), act_tag(&a->in[0])), n);
+  CX_DNNL(dnnl_memory_desc_init_by_tag(&md[1], 4, xd, src_dt(n), dnnl_nhwc), n);
   if (gr == 1) {
     dnnl_dims_t wd = {g->c_out, g->c_in, g->kh, g->kw};
     CX_DNNL(dnnl_memory_desc_init_by_tag(&md[2], 4, wd, dnnl_s8, dnnl_oihw), n);
@@ -142,7 +158,7 @@ static cx_status qgemm_prepare(const cx_kernel_args *a, void **state, size_t *sc
   dnnl_memory_desc_t src, wei, u_wei, bias, dst;
   dnnl_matmul_desc_t md;
   qlin_state *s;
-  CX_DNNL(dnnl_memory_desc_init_by_tag(&src, 2, (dnnl_dims_t){m, k}, dnnl_u8, dnnl_ab), n);
+  CX_DNNL(dnnl_memory_desc_init_by_tag(&src, 2, (dnnl_dims_t){m, k}, src_dt(n), dnnl_ab), n);
   CX_DNNL(dnnl_memory_desc_init_by_tag(&u_wei, 2, (dnnl_dims_t){k, nn}, dnnl_s8, dnnl_ba), n);
   CX_DNNL(dnnl_memory_desc_init_by_tag(&wei, 2, (dnnl_dims_t){k, nn}, dnnl_s8,
                                        dnnl_format_tag_any), n);
@@ -194,8 +210,8 @@ static cx_status qadd_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_qlinear[] = {
-    {"QLinearAddFused", NULL, qadd_run, NULL, CX_LAYOUT_ELTWISE},
-    {"QLinearConvFused", qconv_prepare, qlin_run, qlin_release, CX_LAYOUT_ANY},
-    {"QLinearGemmFused", qgemm_prepare, qlin_run, qlin_release, 0},
-    {NULL, NULL, NULL, NULL, 0},
+    {"QLinearAddFused", NULL, qadd_run, NULL, CX_LAYOUT_ELTWISE, NULL},
+    {"QLinearConvFused", qconv_prepare, qlin_run, qlin_release, CX_LAYOUT_ANY, qlin_supports},
+    {"QLinearGemmFused", qgemm_prepare, qlin_run, qlin_release, 0, qlin_supports},
+    {NULL, NULL, NULL, NULL, 0, NULL},
 };
