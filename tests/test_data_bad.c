@@ -89,6 +89,16 @@ static void test_limits(void) {
    * bit count overflowed an int: UBSan abort) */
   expect_refused(fixture("h5_labels_512M_integer.h5"), "found signed 536870912-byte integers",
                  "a 512 MiB integer label type");
+  /* found by fuzz_dataset (30-minute run): an empty string attribute whose reference still
+   * names a heap object, an index the collection lacks (libhdf5 reads the object of any
+   * non-zero address whatever the length: SIGSEGV in H5HG_read) */
+  expect_refused(fixture("fuzz_dataset_empty_vlen_heap_index.h5"), "names an object its heap "
+                 "collection lacks", "an empty string pointing to a missing heap object");
+  /* found by fuzz_dataset (30-minute run): a root object header whose reserved prefix byte is
+   * 5, which the guard took for no header (so its continuation's attributes went unchecked: a
+   * 4-byte string type, ASan heap-buffer-overflow in H5A__read); libhdf5 ignores the byte */
+  expect_refused(fixture("fuzz_dataset_prefix_reserved_byte.h5"), "stored size is not 16",
+                 "a header prefix with its reserved byte set");
   /* a continuation stating 512 MiB in a 10 KB file (libhdf5 allocates it before the read fails,
    * and then gives no reason) */
   expect_refused(fixture("h5_continuation_512M.h5"), "continuation past the end of the file",
