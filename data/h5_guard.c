@@ -20,6 +20,10 @@ typedef struct guard_file {
   haddr_t eoa;
   dev_t dev;
   ino_t ino;
+  /* the superblock's address, version and size of offsets, from the read of its fixed part
+   * (version -1 until then) */
+  uint64_t sb_addr;
+  int sb_version, sb_offsets;
 } guard_file;
 
 #define MAXADDR ((haddr_t)INT64_MAX)
@@ -133,6 +137,7 @@ static H5FD_t *guard_open(const char *name, unsigned flags, hid_t fapl, haddr_t 
   }
   g->oh.fd = fd;
   g->oh.eof = (uint64_t)st.st_size;
+  g->sb_version = -1;
   g->dev = st.st_dev;
   g->ino = st.st_ino;
   return &g->pub;
@@ -197,6 +202,23 @@ static bool whole_gheap_ok(guard_file *g, haddr_t addr, const unsigned char *p, 
   return ok;
 }
 
+/* A version 0 or 1 superblock points to no driver information block: such a block belongs to
+ * the family and multi drivers' files, which are no data sets of ours, and libhdf5 allocates
+ * the size it states before reading it (a fuzzed one stated 2.4 GB in a 4 KB file). Later
+ * versions keep it in the superblock extension, a checksummed object header. HDF5 reads the
+ * superblock's fixed part (signature, versions, sizes: 16 bytes), then the rest after it, where
+ * the block's address is (offset 0x30 of version 0, 0x34 of version 1). */
+static bool superblock_ok(guard_file *g, haddr_t addr, const unsigned char *p, size_t n) {
+  if (n >= 9 && memcmp(p, "\211HDF\r\n\032\n", 8) == 0) {
+    g->sb_addr = addr, g->sb_version = p[8], g->sb_offsets = n >= 14 ? p[13] : 0;
+    return true;
+  }
+  if (g->sb_version < 0 || g->sb_version > 1 || g->sb_offsets != 8 || addr != g->sb_addr + 16)
+    return true;
+  size_t at = (g->sb_version == 0 ? 0x30 : 0x34) - 16;
+  return n < at + 8 || le(p + at, 8) == UINT64_MAX;
+}
+
 /* The driver's last refusal on this thread: libhdf5 clears its error stack on some paths (a
  * header refused while H5Fopen reads the root group), and the message must still say why. */
 static _Thread_local const char *refused;
@@ -229,6 +251,12 @@ static herr_t guard_read(H5FD_t *f, H5FD_mem_t type, hid_t dxpl, haddr_t addr, s
   if (is_gheap(p, size) && !whole_gheap_ok(g, addr, p, size)) {
     refused = "damaged global heap collection (a free-space object of size 0, or an object past "
               "its end): refused, as libhdf5 1.10 would loop or overrun on it";
+    push(H5E_BADVALUE, __func__, refused);
+    return -1;
+  }
+  if (type == H5FD_MEM_SUPER && !superblock_ok(g, addr, p, size)) {
+    refused = "a superblock pointing to a driver information block (a file of the family or "
+              "multi driver): refused";
     push(H5E_BADVALUE, __func__, refused);
     return -1;
   }
