@@ -283,12 +283,14 @@ static cx_status check_labels(cx_dataset *d) {
   if (!found && d->num_names) k = d->num_names, found = true;
   if (!found) {
     k = 0;
-    for (int64_t i = 0; i < d->info.n; i++)
+    /* each label is bounded before it counts (label + 1 overflowed at INT64_MAX) */
+    for (int64_t i = 0; i < d->info.n; i++) {
+      if (d->labels[i] >= CX_DATA_MAX_CLASSES)
+        return cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' has label %lld, but at most %d classes "
+                       "are supported", d->path, d->labels_name, (long long)d->labels[i],
+                       CX_DATA_MAX_CLASSES);
       if (d->labels[i] >= k) k = d->labels[i] + 1;
-    if (k > CX_DATA_MAX_CLASSES)
-      return cx_fail(CX_ERR_FORMAT, "%s: dataset '%s' has label %lld, but at most %d classes "
-                     "are supported", d->path, d->labels_name, (long long)k - 1,
-                     CX_DATA_MAX_CLASSES);
+    }
   }
   for (int64_t i = 0; i < d->info.n; i++)
     if (d->labels[i] < 0 || d->labels[i] >= k)

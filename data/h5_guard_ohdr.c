@@ -129,22 +129,25 @@ static bool dtype_ok(const unsigned char *b, size_t n, const char **why) {
   return dtype_len(b, n, 0, &used, why);
 }
 
-/* Elements of a dataspace message (versions 1 and 2); false when it cannot be read. */
-static bool dataspace_elements(const unsigned char *d, size_t n, uint64_t *count) {
-  if (n < 4) return false;
+/* Elements of a dataspace message (versions 1 and 2) at d, with n bytes left in its attribute
+ * message: libhdf5 decodes the dimensions whatever size the message states for the dataspace
+ * (a fuzzed attribute stated 4 bytes for a scalar's 8), so n bounds them, not that size. 1: the
+ * count; 0: a version libhdf5 refuses; -1: dimensions past the message. */
+static int dataspace_elements(const unsigned char *d, size_t n, uint64_t *count) {
+  if (n < 4) return -1;
   int version = d[0], rank = d[1];
   size_t dims = version == 1 ? 8 : 4;
-  if (version == 2 && d[3] == 2) return *count = 0, true; /* null dataspace */
-  if (version != 1 && version != 2) return false;
-  if (n < dims || (size_t)rank * 8 > n - dims) return false;
+  if (version == 2 && d[3] == 2) return *count = 0, 1; /* null dataspace */
+  if (version != 1 && version != 2) return 0;
+  if (n < dims || (size_t)rank * 8 > n - dims) return -1;
   uint64_t c = 1;
   for (int i = 0; i < rank; i++) {
     uint64_t e = le(d + dims + 8 * (size_t)i, 8);
-    if (e && c > UINT64_MAX / e) return false;
+    if (e && c > UINT64_MAX / e) return -1;
     c *= e;
   }
   *count = c;
-  return true;
+  return 1;
 }
 
 /* The global heap collection the references being checked point into, read once for all of
@@ -228,9 +231,11 @@ static bool attribute_ok(const cx_h5_ohdr_file *f, const unsigned char *m, size_
   at += step_dt;
   if (step_ds > n - at) return fail(why, "an attribute dataspace past its message");
   const unsigned char *dsp = m + at;
-  at += step_ds;
   uint64_t count;
-  if (shared || !dataspace_elements(dsp, ds, &count)) return true; /* libhdf5 decodes those */
+  int known = shared ? 0 : dataspace_elements(dsp, n - at, &count);
+  at += step_ds;
+  if (known < 0) return fail(why, "an attribute dataspace past its message");
+  if (!known) return true; /* libhdf5 refuses the version, or decodes a shared type itself */
   bool vlen = (dtp[0] & 0x0f) == DT_VLEN;
   uint64_t elem = vlen ? VLEN_REF : le(dtp + 4, 4);
   if (elem && count > (n - at) / elem) return fail(why, "attribute data past its message");

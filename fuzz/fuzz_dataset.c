@@ -43,6 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (cx_dataset_parts(path, names, CX_DATA_MAX_PARTS, &n) == CX_OK)
     for (int i = 0; i < n; i++) inspect(path, names[i]);
   else inspect(path, "");
+  cx_fuzz_no_open_hdf5();
   unlink(path);
   H5garbage_collect(); /* HDF5's free lists would otherwise grow over millions of runs */
   return 0;

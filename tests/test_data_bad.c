@@ -103,6 +103,15 @@ static void test_limits(void) {
    * that states 2.4 GB (libhdf5 allocated it, then failed without a reason) */
   expect_refused(fixture("fuzz_dataset_driver_info_2G.h5"), "driver information block",
                  "a driver information block of 2.4 GB");
+  /* found by fuzz_dataset (30-minute run): a string attribute whose dataspace message states
+   * 4 bytes for a scalar's 8, so the guard skipped its reference, which names the free-space
+   * object (index 0; H5HG_read copied its size out: ASan heap-buffer-overflow) */
+  expect_refused(fixture("fuzz_dataset_short_dataspace.h5"), "names an object its heap "
+                 "collection lacks", "a dataspace message shorter than its dimensions");
+  /* found by fuzz_dataset (30-minute run): a label of INT64_MAX without num_classes (the class
+   * count label + 1 overflowed: UBSan) */
+  expect_refused(fixture("fuzz_dataset_label_int64_max.h5"), "has label 9223372036854775807",
+                 "a label of INT64_MAX");
   /* a continuation stating 512 MiB in a 10 KB file (libhdf5 allocates it before the read fails,
    * and then gives no reason) */
   expect_refused(fixture("h5_continuation_512M.h5"), "continuation past the end of the file",
