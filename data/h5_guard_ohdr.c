@@ -13,6 +13,7 @@ enum {
   PREFIX = 16,   /* version, reserved, message count, reference count, chunk size, padding */
   MSG_HDR = 8,   /* type (2), size (2), flags (1), reserved (3) */
   MSG_DTYPE = 0x0003,
+  MSG_LAYOUT = 0x0008,
   MSG_ATTR = 0x000C,
   MSG_CONT = 0x0010,
   MSG_SHARED = 0x02, /* message flag: the data is a reference to a shared message */
@@ -242,6 +243,23 @@ static bool attribute_ok(const cx_h5_ohdr_file *f, const unsigned char *m, size_
   return !vlen || cx_h5_vlen_refs_ok(f, m + at, count, vlen_base(dtp, dt), why);
 }
 
+/* A data layout message (versions 1 to 3): a chunked layout has at least two dimensions (the
+ * data set's rank, at least 1, and the element size), they lie within the message, and none is
+ * 0 (libhdf5 divides the data set's extent by them when it opens it, and a fuzzed layout of
+ * none gave SIGFPE in H5D__chunk_set_info). Version 4 comes with checksummed version 2
+ * headers. */
+static bool layout_ok(const unsigned char *m, size_t n, const char **why) {
+  if (n < 3 || m[0] < 1 || m[0] > 3) return true; /* libhdf5 refuses those itself */
+  bool v3 = m[0] == 3;
+  if ((v3 ? m[1] : m[2]) != 2) return true; /* compact or contiguous */
+  size_t rank = v3 ? m[2] : m[1], at = v3 ? 3 + 8 : 8 + 8; /* then the B-tree's address */
+  if (rank < 2) return fail(why, "a chunked layout without the data set's dimensions");
+  if (at > n || rank > (n - at) / 4) return fail(why, "a chunked layout past its message");
+  for (size_t i = 0; i < rank; i++)
+    if (!le(m + at + 4 * i, 4)) return fail(why, "a chunked layout with a chunk dimension of 0");
+  return true;
+}
+
 static bool remember_continuation(cx_h5_ohdr_file *f, const unsigned char *m, size_t n,
                                   const char **why) {
   if (n < 16) /* libhdf5 decodes the 16 bytes anyway, from the messages after it */
@@ -278,7 +296,8 @@ static bool messages_ok(cx_h5_ohdr_file *f, const unsigned char *b, size_t n, co
     const unsigned char *m = b + p + MSG_HDR;
     if (type == MSG_CONT && !remember_continuation(f, m, size, why)) return false;
     if (!(flags & MSG_SHARED) && ((type == MSG_ATTR && !attribute_ok(f, m, size, why)) ||
-                                  (type == MSG_DTYPE && !dtype_ok(m, size, why))))
+                                  (type == MSG_DTYPE && !dtype_ok(m, size, why)) ||
+                                  (type == MSG_LAYOUT && !layout_ok(m, size, why))))
       return false;
     p += MSG_HDR + size;
   }
