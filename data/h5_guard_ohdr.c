@@ -51,6 +51,19 @@ static size_t offset_bytes(uint64_t size) {
 static bool dtype_len(const unsigned char *b, size_t n, int depth, size_t *used,
                       const char **why);
 
+/* The bits of an integer, float or bitfield type lie within its size: libhdf5's conversions
+ * (H5T__conv_i_i through H5T__bit_find, the float ones alike) address the value's bytes by the
+ * stated bit offset and precision, and a fuzzed checkpoint attribute's precision sent them past
+ * the decoded value (a SEGV that depended on the heap next to it). A float's exponent and
+ * mantissa lie within it too. */
+static bool bits_ok(int cls, const unsigned char *b, size_t n, uint64_t size, const char **why) {
+  if (n < (cls == 1 ? 20 : 12)) return true; /* the length check below refuses it */
+  uint64_t bits = 8 * size, off = le(b + 8, 2), prec = le(b + 10, 2);
+  bool ok = prec > 0 && off + prec <= bits;
+  if (ok && cls == 1) ok = (uint64_t)b[12] + b[13] <= bits && (uint64_t)b[14] + b[15] <= bits;
+  return ok || fail(why, "a number type whose bits lie outside its size");
+}
+
 /* The class-specific properties of the datatype at b (its 8-byte header included). */
 static bool dtype_props(const unsigned char *b, size_t n, int depth, size_t *at,
                         const char **why) {
@@ -61,6 +74,7 @@ static bool dtype_props(const unsigned char *b, size_t n, int depth, size_t *at,
   static const unsigned char fixed[] = {4, 12, 2, 0, 4, 0, 0, 0, 0, 0, 0};
   switch (cls) {
   case 0: case 1: case 2: case 3: case 4: case 7:
+    if ((cls == 0 || cls == 1 || cls == 4) && !bits_ok(cls, b, n, size, why)) return false;
     p += fixed[cls];
     break;
   case 5: /* opaque: a tag of the length the flags give */
