@@ -43,24 +43,14 @@ static cx_status prune_once(const cx_cli_prune *p, const char *model, const cx_t
   return CX_OK;
 }
 
-/* The gradually pruned model rewritten for the channels its masks kept, in place of *g. */
-static cx_status rewrite(cx_prune_masker *m, bool quiet, cx_graph **g) {
-  cx_graph *out = NULL;
-  cx_prune_channel_stats st;
-  CX_TRY(cx_prune_mask_rewrite(m, *g, quiet ? NULL : stdout, &out, &st));
-  cx_graph_free(*g);
-  *g = out;
-  return CX_OK;
-}
-
 /* Fine-tuning: one-shot channel pruning removes the channels first; masks (magnitude, N:M,
  * gradual channel pruning) are kept while training, and gradual channel pruning's graph is
  * rewritten after. */
 static cx_status fine_tune(const cx_prune_args *a, cx_train_config *tc, const cx_cli_prune *p,
                            cx_graph **g) {
   const cx_prune_config *c = &p->c;
-  bool gradual = cx_prune_channel_gradual(c);
-  if (c->method == CX_PRUNE_CHANNEL && !gradual) CX_TRY(prune_once(p, a->model, &tc->opts, g));
+  bool once = cx_prune_channel_once(c), gradual = cx_prune_channel_gradual(c);
+  if (once) CX_TRY(prune_once(p, a->model, &tc->opts, g));
   char *old = NULL;
   cx_cli_rename_input(*g, &old);
   cx_status st = cx_train_config_check(tc, *g);
@@ -69,7 +59,7 @@ static cx_status fine_tune(const cx_prune_args *a, cx_train_config *tc, const cx
   cx_train_ext ext[2];
   int n = 0;
   if (bn.lambda > 0) ext[n++] = cx_prune_bn_l1_extension(&bn);
-  if (st == CX_OK && (c->method != CX_PRUNE_CHANNEL || gradual) &&
+  if (st == CX_OK && !once &&
       (st = cx_prune_mask_open(*g, a->model, c, a->quiet ? NULL : stdout, &m)) == CX_OK)
     ext[n++] = cx_prune_mask_extension(m);
   tc->opts.extensions = ext, tc->opts.n_extensions = n;
@@ -79,7 +69,7 @@ static cx_status fine_tune(const cx_prune_args *a, cx_train_config *tc, const cx
   if (st == CX_OK && r.val.n)
     printf("fine-tuned %lld steps in %.1f s: validation top-1 %.2f%%\n", (long long)r.steps,
            r.seconds, r.val.top1);
-  if (st == CX_OK && gradual) st = rewrite(m, a->quiet, g);
+  if (st == CX_OK && gradual) st = cx_prune_mask_cut(m, a->quiet ? NULL : stdout, g);
   cx_prune_mask_close(m);
   cx_cli_train_restore_input(*g, old);
   return st;

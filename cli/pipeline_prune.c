@@ -59,7 +59,7 @@ cx_status cx_pipeline_prune_model(cx_stage_run *r, cx_graph **g, char **old_inpu
   const cx_prune_config *c = &r->p->prune.c;
   *old_input = NULL;
   if (!r->input) return cx_fail(CX_ERR_ARG, "prune: no input model");
-  if (c->method != CX_PRUNE_CHANNEL || cx_prune_channel_gradual(c)) {
+  if (!cx_prune_channel_once(c)) {
     *g = cx_graph_clone(r->input);
     return *g ? CX_OK : cx_fail(CX_ERR_NOMEM, "out of memory");
   }
@@ -84,8 +84,7 @@ cx_status cx_pipeline_prune_begin(cx_stage_run *r) {
   if (!pr) return cx_fail(CX_ERR_NOMEM, "out of memory");
   r->state = pr;
   CX_TRY(cx_pipeline_kd_tune_begin(r, &pr->kd));
-  if (c->method == CX_PRUNE_CHANNEL && !cx_prune_channel_gradual(c))
-    return CX_OK; /* the graph is already smaller */
+  if (cx_prune_channel_once(c)) return CX_OK; /* the graph is already smaller */
   CX_TRY(cx_prune_mask_open(r->input, r->s->model, c, progress_log(r), &pr->masker));
   cx_train_ext e = cx_prune_mask_extension(pr->masker);
   return cx_stage_run_add(r, &e);
@@ -95,12 +94,7 @@ cx_status cx_pipeline_prune_begin(cx_stage_run *r) {
 cx_status cx_pipeline_prune_trained(cx_stage_run *r, cx_graph **g) {
   prune_run *pr = r->state;
   if (!pr || !pr->masker || !cx_prune_channel_gradual(&r->p->prune.c)) return CX_OK;
-  cx_graph *out = NULL;
-  cx_prune_channel_stats cs;
-  CX_TRY(cx_prune_mask_rewrite(pr->masker, *g, progress_log(r), &out, &cs));
-  cx_graph_free(*g);
-  *g = out;
-  return CX_OK;
+  return cx_prune_mask_cut(pr->masker, progress_log(r), g);
 }
 
 cx_status cx_pipeline_prune_end(cx_stage_run *r) {

@@ -77,6 +77,8 @@ double cx_prune_mask_sparsity(const cx_prune_masker *m);
 struct cx_prune_channel_stats;
 cx_status cx_prune_mask_rewrite(cx_prune_masker *m, const cx_graph *trained, FILE *log,
                                 cx_graph **out, struct cx_prune_channel_stats *st);
+/* cx_prune_mask_rewrite of *g in place of it, for a caller that needs no numbers. */
+cx_status cx_prune_mask_cut(cx_prune_masker *m, FILE *log, cx_graph **g);
 void cx_prune_mask_close(cx_prune_masker *m);
 
 #endif

@@ -87,7 +87,7 @@ cx_status cx_prune_mask_open(const cx_graph *model, const char *name, const cx_p
                              FILE *log, cx_prune_masker **out) {
   *out = NULL;
   CX_TRY(cx_prune_config_check(c));
-  if (c->method == CX_PRUNE_CHANNEL && !cx_prune_channel_gradual(c))
+  if (cx_prune_channel_once(c))
     return cx_fail(CX_ERR_ARG, "prune: one-shot channel pruning (start = end = 0) rewrites the "
                    "graph before training; the masking extension is for a gradual schedule");
   cx_prune_masker *m = calloc(1, sizeof *m);
@@ -327,6 +327,15 @@ cx_status cx_prune_mask_rewrite(cx_prune_masker *m, const cx_graph *trained, FIL
   *out = NULL;
   if (!m->ch) return cx_fail(CX_ERR_ARG, "prune: only channel masks rewrite the graph");
   return cx_channel_masks_rewrite(m->ch, trained, log, out, st);
+}
+
+cx_status cx_prune_mask_cut(cx_prune_masker *m, FILE *log, cx_graph **g) {
+  cx_graph *out = NULL;
+  cx_prune_channel_stats st;
+  CX_TRY(cx_prune_mask_rewrite(m, *g, log, &out, &st));
+  cx_graph_free(*g);
+  *g = out;
+  return CX_OK;
 }
 
 void cx_prune_mask_close(cx_prune_masker *m) {

@@ -73,6 +73,9 @@ double cx_prune_schedule_sparsity(const cx_prune_config *c, int64_t step);
  * the model trains and the graph rewritten after (prune/channel.h); without one they are cut
  * before training. */
 bool cx_prune_channel_gradual(const cx_prune_config *c);
+/* Channel pruning without a schedule: the graph is cut before training and no masks are kept
+ * (every other configuration trains with the masking extension, prune/mask.h). */
+bool cx_prune_channel_once(const cx_prune_config *c);
 /* Whether masks are (re)computed at `step`: start, start + every, ... up to end, and end. */
 bool cx_prune_schedule_is_step(const cx_prune_config *c, int64_t step);
 

@@ -19,3 +19,7 @@ bool cx_prune_schedule_is_step(const cx_prune_config *c, int64_t step) {
 bool cx_prune_channel_gradual(const cx_prune_config *c) {
   return c->method == CX_PRUNE_CHANNEL && (c->start > 0 || c->end > 0);
 }
+
+bool cx_prune_channel_once(const cx_prune_config *c) {
+  return c->method == CX_PRUNE_CHANNEL && !cx_prune_channel_gradual(c);
+}
