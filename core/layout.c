@@ -35,8 +35,8 @@ static bool layout_matters(const cx_tensor *t) {
   return t->shape.ndim == 4 && d[1] > 1 && d[2] * d[3] > 1;
 }
 
-/* f32 activations, and the INT8 runtime's int8 ones (only its kernels and Q/DQ, which are plain
- * only, touch int8 values). */
+/* f32 activations, and the INT8 runtime's int8 ones (only its kernels and Q/DQ touch int8
+ * values, and all of them take channels-last). */
 static bool may_change(const cx_graph *g, const bool *pinned, const cx_tensor *t, int v) {
   return !pinned[v] && g->values[v].kind == CX_VALUE_ACT &&
          (t[v].dtype == CX_F32 || t[v].dtype == CX_S8) &&

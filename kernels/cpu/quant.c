@@ -226,13 +226,13 @@ static cx_status run_fake_quantize_grad(const cx_kernel_args *a) {
   return CX_OK;
 }
 
-/* Q/DQ stay plain: their integer side is never made channels-last (core/layout.c changes only
- * f32 values), so the f32 side would be blocked anyway. FakeQuantize takes channels-last like an
- * element-wise op; a per-axis scale is a [C] vector (a moot layout), and the geometry follows
- * the stored order (cx_quant_geometry with nhwc). */
+/* All four take channels-last like element-wise ops (both sides of Q/DQ: the layout pass moves
+ * int8 activations too, so a DequantizeLinear between an INT8 convolution and a float op costs no
+ * reorder); a per-axis scale is a [C] vector (a moot layout), and the geometry follows the stored
+ * order (cx_quant_geometry with nhwc). */
 const cx_kernel cx_cpu_quant[] = {
-    {"QuantizeLinear", NULL, run_quantize, NULL, 0, NULL},
-    {"DequantizeLinear", NULL, run_dequantize, NULL, 0, NULL},
+    {"QuantizeLinear", NULL, run_quantize, NULL, CX_LAYOUT_ELTWISE, NULL},
+    {"DequantizeLinear", NULL, run_dequantize, NULL, CX_LAYOUT_ELTWISE, NULL},
     {"FakeQuantize", NULL, run_fake_quantize, NULL, CX_LAYOUT_ELTWISE, NULL},
     {"FakeQuantizeGrad", NULL, run_fake_quantize_grad, NULL, CX_LAYOUT_ELTWISE, NULL},
     {NULL, NULL, NULL, NULL, 0, NULL},
