@@ -474,7 +474,7 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
   /* INT8 runtime: QDQ patterns become int8 ops (core/quant_fuse.h); they are appended, so the
    * graph is ordered and inferred again */
   if (!o->training && cx_quant_fuse_enabled()) {
-    CX_TRY(cx_quant_fuse(g, p->be));
+    CX_TRY(cx_quant_fuse(g, p->be, !o->params_copied_in));
     CX_TRY(schedule(g));
     CX_TRY(infer_values(g, o->batch, 0));
   }

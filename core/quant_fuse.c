@@ -18,6 +18,7 @@ bool cx_quant_fuse_enabled(void) {
 
 typedef struct qf {
   cx_graph *g;
+  bool frozen_weights; /* the fused nodes may reorder their weights once (quant_fuse.h) */
   bool signed_conv, signed_gemm; /* the backend runs int8 sources that may be negative */
   int *readers; /* by value: inputs that read it, graph outputs counted */
   int *reader;  /* by value: the last node found reading it */
@@ -330,6 +331,7 @@ static cx_status rewrite(qf *q, const qmatch *m) {
     if (m->hi < INFINITY) cx_node_set_float(g, n, "act_max", (float)(m->hi / y_scale));
     cx_node_set_int(g, n, "quantized_output", m->quant >= 0);
     if (m->x_signed) cx_node_set_int(g, n, "x_signed", 1);
+    if (q->frozen_weights) cx_node_set_int(g, n, "frozen_weights", 1);
     s = take_over(q, m, n);
   }
   free(sc);
@@ -468,10 +470,10 @@ static bool runs_signed(const cx_backend *be, const char *op) {
   return probe.op && be->find_kernel(be, &probe, NULL, 0) != NULL;
 }
 
-cx_status cx_quant_fuse(cx_graph *g, const cx_backend *be) {
+cx_status cx_quant_fuse(cx_graph *g, const cx_backend *be, bool frozen_weights) {
   if (!cx_quant_fuse_enabled()) return CX_OK;
   int cap_nodes = 2 * g->n_nodes + 1, cap_values = g->n_values + 8 * g->n_nodes + 1;
-  qf q = {.g = g, .n_nodes0 = g->n_nodes, .signed_conv = runs_signed(be, "QLinearConvFused"),
+  qf q = {.g = g, .frozen_weights = frozen_weights, .n_nodes0 = g->n_nodes, .signed_conv = runs_signed(be, "QLinearConvFused"),
           .signed_gemm = runs_signed(be, "QLinearGemmFused")};
   q.readers = calloc((size_t)cap_values, sizeof(int));
   q.reader = calloc((size_t)cap_values, sizeof(int));

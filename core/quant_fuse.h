@@ -33,9 +33,15 @@
  * where oneDNN has VNNI, which is exact on int8 sources. Elsewhere it stays float and runs as
  * before, as do uint8 inputs and non-zero zero points.
  *
+ * frozen_weights: the program's parameters never change after compile (as for cx_infer_fuse):
+ * each fused node then gets frozen_weights = 1, and the CPU kernel reorders its int8 weights into
+ * the primitive's layout once instead of at every run (MobileNetV2-0.5 at batch 32: 0.5 of 3.9 ms
+ * a step). The scales and the bias in accumulator units are computed here from the initializers
+ * in any case, so the pass reads them as constants either way.
+ *
  * CX_INT8=off in the environment turns the pass off (the float QDQ simulation, to compare). */
 struct cx_backend;
-cx_status cx_quant_fuse(cx_graph *g, const struct cx_backend *be);
+cx_status cx_quant_fuse(cx_graph *g, const struct cx_backend *be, bool frozen_weights);
 
 /* Whether the pass is on (CX_INT8 is not "off"). */
 bool cx_quant_fuse_enabled(void);

@@ -1,11 +1,14 @@
 /* INT8 runtime ops (com.compress), made only by the inference compile pass core/quant_fuse.c from
  * a QDQ pattern; no file carries them.
  *
- *   QLinearConvFused(X, W[, B]) attrs: Conv's, scales, act_min, act_max, quantized_output, x_signed
- *   QLinearGemmFused(X, W[, B]) attrs: scales, act_min, act_max, quantized_output, x_signed
+ *   QLinearConvFused(X, W[, B]) attrs: Conv's, scales, act_min, act_max, quantized_output,
+ *                                      x_signed, frozen_weights
+ *   QLinearGemmFused(X, W[, B]) attrs: scales, act_min, act_max, quantized_output, x_signed,
+ *                                      frozen_weights
  *
  * X int8 (zero point 0; x_signed 0, the default, where the pass knows X >= 0, 1 where it may be
- * negative, which a backend may not run exactly: see quant_fuse.h), W int8
+ * negative, which a backend may not run exactly: see quant_fuse.h; frozen_weights 1 where W never
+ * changes after compile, so a kernel may keep it in its own layout), W int8
  * ([C_out, C_in/group, kh, kw] for Conv, [N, K] for Gemm: Y = X·Wᵀ), B f32 [C_out] already in
  * accumulator units (b / (x_scale·w_scale[c])). With acc the INT32 sum of X·W per output element
  * and c its output channel:
@@ -106,7 +109,8 @@ static cx_status qadd_infer(const cx_infer_ctx *ctx) {
 
 #define QUANT_ATTRS                                                                                \
   {"scales", CX_ATTR_FLOATS, true}, {"act_min", CX_ATTR_FLOAT, false},                             \
-      {"act_max", CX_ATTR_FLOAT, false}, {"quantized_output", CX_ATTR_INT, false}
+      {"act_max", CX_ATTR_FLOAT, false}, {"quantized_output", CX_ATTR_INT, false},               \
+      {"x_signed", CX_ATTR_INT, false}, {"frozen_weights", CX_ATTR_INT, false}
 
 static const cx_attr_schema qconv_attrs[] = {
     {"auto_pad", CX_ATTR_STRING, false}, {"dilations", CX_ATTR_INTS, false},

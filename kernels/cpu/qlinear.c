@@ -89,6 +89,8 @@ static cx_status build(qlin_state *s, const cx_kernel_args *a, const_dnnl_op_des
   CX_TRY(st);
   st = cx_dnnl_exec_arg(&s->e, a->node, pd, DNNL_ARG_SRC, u_src, false, 0);
   if (st == CX_OK) st = cx_dnnl_exec_arg(&s->e, a->node, pd, DNNL_ARG_WEIGHTS, u_wei, false, 1);
+  if (st == CX_OK && cx_node_int(a->node, "frozen_weights", 0)) /* reordered at the first run only */
+    st = cx_dnnl_exec_freeze(&s->e, a->node, DNNL_ARG_WEIGHTS);
   if (st == CX_OK && has_bias(a))
     st = cx_dnnl_exec_arg(&s->e, a->node, pd, DNNL_ARG_BIAS, bias, false, 2);
   if (st == CX_OK) st = cx_dnnl_exec_arg(&s->e, a->node, pd, DNNL_ARG_DST, u_dst, true, 0);
