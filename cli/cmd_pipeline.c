@@ -175,9 +175,10 @@ static void print_result(const cx_pipeline_stage *s, const cx_train_result *res,
  * earlier ones, and the model's accuracy (the trainer's last evaluation, or one made now). */
 static cx_status stage_result(const runner *r, const cx_pipeline_stage *s, const cx_graph *g,
                               const cx_train_result *res, const cx_stage_result *before,
-                              cx_stage_result *out) {
+                              const cx_eval_result *start, cx_stage_result *out) {
   const cx_train_opts *o = &s->tc.opts;
   *out = cx_stage_result_empty();
+  out->start = *start;
   out->teacher_batches = before->teacher_batches + r->counts.teacher_batches;
   out->cached_batches = before->cached_batches + r->counts.cached_batches;
   if (s->trains) {
@@ -247,6 +248,18 @@ static cx_status finish(runner *r, const cx_pipeline_stage *s, cx_graph *g, char
   return CX_OK;
 }
 
+/* The model the stage trains, evaluated before training where its record says what that model
+ * is (cx_stage_def.start_label); rank 0 evaluates. start->n stays 0 otherwise. */
+static cx_status score_start(const runner *r, const cx_pipeline_stage *s, const cx_graph *g,
+                             cx_eval_result *start) {
+  const cx_train_opts *o = &s->tc.opts;
+  const char *label = s->def->start_label ? s->def->start_label(&r->p) : NULL;
+  if (!label || !s->trains || !o->val_path || !cx_dist_is_root()) return CX_OK;
+  CX_TRY(cx_evaluate(g, o->backend, o->val_path, o->val_part, &o->val_aug, o->batch_size, start));
+  printf("%s: %s: validation top-1 %.2f%%\n", s->name, label, start->top1);
+  return CX_OK;
+}
+
 /* The model the stage trains: its record's, or the one its table names. */
 static cx_status load_model(cx_stage_run *sr, cx_pipeline_stage *s, cx_graph **g, char **old) {
   if (!s->def->load_model) return cx_cli_train_load_model(&s->tc, g, old);
@@ -265,16 +278,18 @@ static cx_status run_stage(runner *r, int id) {
   cx_graph *g = NULL, *input = NULL;
   cx_train_result res = {0};
   cx_stage_result before = cx_stage_result_empty(), result;
+  cx_eval_result start = {0};
   cx_status st = load_input(r, s, &input);
   /* one run of the record from its model to its end, so begin can reuse what load_model made */
   cx_stage_run sr = stage_run(r, s, input);
   if (st == CX_OK) st = load_model(&sr, s, &g, &old);
+  if (st == CX_OK) st = score_start(r, s, g, &start);
   if (st == CX_OK && s->trains) st = train_stage(r, &sr, &g, &res, &before);
   cx_status e = s->def->end ? s->def->end(&sr) : CX_OK;
   if (st == CX_OK) st = e;
   if (st == CX_OK && res.stopped) st = stopped(r, s, &res, &before, now() - t0);
   else if (st == CX_OK) {
-    st = stage_result(r, s, g, &res, &before, &result);
+    st = stage_result(r, s, g, &res, &before, &start, &result);
     result.seconds = stage_seconds(&before, &res, now() - t0);
     if (st == CX_OK) {
       st = finish(r, s, g, old, &result, &res);

@@ -62,6 +62,11 @@ typedef struct cx_stage_def {
   /* Its accuracy is measured on its exported file, as our runtime imports it (the INT8 model:
    * the INT8 runtime, not the float simulation the stage trained). */
   bool score_output;
+  /* What the model it trains is before training, when that is worth a top-1 of its own (QAT:
+   * "PTQ, before QAT"; one-shot channel pruning: "pruned, before fine-tuning"), or NULL. The
+   * runner then evaluates that model and the report's notes give the figure beside the
+   * stage's. NULL function: never. */
+  const char *(*start_label)(const cx_pipeline *p);
 } cx_stage_def;
 
 extern const cx_stage_def cx_stage_defs[CX_STAGE_COUNT];
@@ -121,6 +126,7 @@ typedef struct cx_stage_result {
   int64_t ranks;
   double comm_wait;
   cx_eval_result val;   /* its model on the validation set; n 0: not evaluated */
+  cx_eval_result start; /* its model before training (cx_stage_def.start_label); n 0: none */
   /* distillation: batches whose teacher outputs were computed, and read from the cache */
   int64_t teacher_batches, cached_batches;
 } cx_stage_result;
@@ -203,6 +209,7 @@ cx_status cx_pipeline_prune_trained(cx_stage_run *r, cx_graph **g);
 cx_status cx_pipeline_prune_end(cx_stage_run *r);
 void cx_pipeline_prune_note(const cx_pipeline *p, const cx_pipeline_stage *s, const char *path,
                             char *buf, size_t size);
+const char *cx_pipeline_prune_start(const cx_pipeline *p);
 /* The quantize stage (cli/pipeline_quantize.c). */
 cx_status cx_pipeline_read_quantize(cx_pipeline *p, cx_pipeline_stage *s);
 void cx_pipeline_quantize_salt(const cx_pipeline *p, const cx_pipeline_stage *s, char *buf,
@@ -213,5 +220,6 @@ cx_status cx_pipeline_quantize_trained(cx_stage_run *r, cx_graph **g);
 cx_status cx_pipeline_quantize_end(cx_stage_run *r);
 void cx_pipeline_quantize_note(const cx_pipeline *p, const cx_pipeline_stage *s,
                                const char *path, char *buf, size_t size);
+const char *cx_pipeline_quantize_start(const cx_pipeline *p);
 
 #endif

@@ -13,7 +13,8 @@
 
 cx_stage_result cx_stage_result_empty(void) {
   return (cx_stage_result){.seconds = NAN, .train_seconds = NAN, .images_per_s = NAN,
-                           .val = {.loss = NAN, .top1 = NAN, .top5 = NAN}};
+                           .val = {.loss = NAN, .top1 = NAN, .top5 = NAN},
+                           .start = {.loss = NAN, .top1 = NAN, .top5 = NAN}};
 }
 
 void cx_pipeline_manifest_path(const char *out, const char *stage, const char *what, char *buf,
@@ -29,7 +30,7 @@ typedef struct field {
   int64_t *count;
 } field;
 
-enum { FIELDS = 12 };
+enum { FIELDS = 15 };
 
 static void fields_of(cx_stage_result *r, field f[FIELDS]) {
   field all[] = {{"seconds", &r->seconds, NULL},
@@ -42,6 +43,9 @@ static void fields_of(cx_stage_result *r, field f[FIELDS]) {
                  {"val_top1", &r->val.top1, NULL},
                  {"val_top5", &r->val.top5, NULL},
                  {"val_loss", &r->val.loss, NULL},
+                 {"start_images", NULL, &r->start.n},
+                 {"start_top1", &r->start.top1, NULL},
+                 {"start_top5", &r->start.top5, NULL},
                  {"teacher_batches", NULL, &r->teacher_batches},
                  {"cached_batches", NULL, &r->cached_batches}};
   memcpy(f, all, sizeof all);

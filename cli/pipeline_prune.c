@@ -73,6 +73,12 @@ cx_status cx_pipeline_prune_model(cx_stage_run *r, cx_graph **g, char **old_inpu
   return CX_OK;
 }
 
+/* One-shot channel pruning cuts the graph before training: what the cut alone costs. (Masks
+ * come with training, so before it the model is the input's.) */
+const char *cx_pipeline_prune_start(const cx_pipeline *p) {
+  return cx_prune_channel_once(&p->prune.c) ? "pruned, before fine-tuning" : NULL;
+}
+
 /* Where the masks' lines go: the trainer's progress stream (stdout unless it names one). */
 static FILE *progress_log(const cx_stage_run *r) {
   return r->opts->quiet ? NULL : r->opts->log ? r->opts->log : stdout;

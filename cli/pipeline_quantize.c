@@ -67,6 +67,11 @@ cx_status cx_pipeline_quantize_model(cx_stage_run *r, cx_graph **g, char **old_i
   return *g ? CX_OK : cx_fail(CX_ERR_NOMEM, "out of memory");
 }
 
+/* QAT starts from PTQ's calibration: what PTQ alone gives (in the float simulation). */
+const char *cx_pipeline_quantize_start(const cx_pipeline *p) {
+  return is_qat(p) ? "PTQ, before QAT" : NULL;
+}
+
 cx_status cx_pipeline_quantize_begin(cx_stage_run *r) {
   quant_run *q = NULL;
   CX_TRY(run_state(r, &q));

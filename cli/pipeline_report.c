@@ -37,7 +37,7 @@ typedef struct builder {
   const char *teacher, *baseline; /* the rows the summary compares the last one with */
   char *class_names[256];
   char val_data[PATH_MAX];
-  char note[1024];
+  char note[4096];
 } builder;
 
 /* ---- one model ---- */
@@ -155,6 +155,13 @@ static void notes(builder *b) {
       snprintf(text, sizeof text, "Knowledge distillation (stage %s): the teacher's outputs "
                "were computed for %lld batches and read from the teacher cache for %lld.",
                w->stage->name, (long long)res->teacher_batches, (long long)res->cached_batches);
+      note_add(b, text);
+    }
+    const char *label = w->stage->def->start_label ? w->stage->def->start_label(b->p) : NULL;
+    if (label && res->start.n) {
+      snprintf(text, sizeof text, "Stage %s, %s: top-1 %.2f%%, top-5 %.2f%% on the validation "
+               "set (%lld images).", w->stage->name, label, res->start.top1, res->start.top5,
+               (long long)res->start.n);
       note_add(b, text);
     }
     text[0] = 0;

@@ -21,14 +21,14 @@ const cx_stage_def cx_stage_defs[CX_STAGE_COUNT] = {
      .inputs = from_student, .read = cx_pipeline_read_prune, .salt = cx_pipeline_prune_salt,
      .check = cx_pipeline_prune_check, .load_model = cx_pipeline_prune_model,
      .begin = cx_pipeline_prune_begin, .trained_model = cx_pipeline_prune_trained,
-     .end = cx_pipeline_prune_end,
-     .report_note = cx_pipeline_prune_note},
+     .end = cx_pipeline_prune_end, .report_note = cx_pipeline_prune_note,
+     .start_label = cx_pipeline_prune_start},
     {.name = "quantize", .output = "student_int8.onnx", .model = "student (INT8)",
      .inputs = from_compressed, .read = cx_pipeline_read_quantize,
      .salt = cx_pipeline_quantize_salt, .load_model = cx_pipeline_quantize_model,
      .begin = cx_pipeline_quantize_begin, .trained_model = cx_pipeline_quantize_trained,
      .end = cx_pipeline_quantize_end, .report_note = cx_pipeline_quantize_note,
-     .score_output = true},
+     .start_label = cx_pipeline_quantize_start, .score_output = true},
 };
 
 cx_status cx_stage_run_add(cx_stage_run *r, const cx_train_ext *e) {

@@ -237,6 +237,10 @@ if [[ $kd == 0 ]]; then
   expect_in prune out "distill: complete"
   expect_in prune out "prune: 24 steps"
   expect_in prune out "prune: teacher outputs of 0 batches computed, 24 read from the cache"
+  # the cut alone, before the fine-tune, scored and reported beside the stage's own top-1
+  expect_in prune out "prune: pruned, before fine-tuning: validation top-1"
+  grep -q "Stage prune, pruned, before fine-tuning: top-1 [0-9.]*%" "$r/report.md" ||
+    fail "prune: the report's note on the model before fine-tuning"
   $py "$here/check_report.py" "$r" \
     --models "teacher,student (scratch),student (distilled),student (pruned)" >/dev/null ||
     fail "prune: the report"
@@ -285,6 +289,9 @@ EOF
   expect_in quantize out "quantize: 24 steps"
   [[ $(grep -c "^SQNR of each" "$work/quantize.out") == 1 ]] ||
     fail "quantize: the stage calibrated more than once"
+  expect_in quantize out "quantize: PTQ, before QAT: validation top-1"
+  grep -q "Stage quantize, PTQ, before QAT: top-1 [0-9.]*%" "$r/report.md" ||
+    fail "quantize: the report's note on PTQ"
   $py "$here/check_report.py" "$r" --models \
     "teacher,student (scratch),student (distilled),student (pruned),student (INT8)" \
     >/dev/null || fail "quantize: the report"
