@@ -12,8 +12,13 @@
 enum {
   PREFIX = 16,   /* version, reserved, message count, reference count, chunk size, padding */
   MSG_HDR = 8,   /* type (2), size (2), flags (1), reserved (3) */
+  MSG_DSPACE = 0x0001,
   MSG_DTYPE = 0x0003,
+  MSG_FILL_OLD = 0x0004,
+  MSG_FILL = 0x0005,
+  MSG_EFL = 0x0007,
   MSG_LAYOUT = 0x0008,
+  MSG_PLINE = 0x000B,
   MSG_ATTR = 0x000C,
   MSG_CONT = 0x0010,
   MSG_SHARED = 0x02, /* message flag: the data is a reference to a shared message */
@@ -121,8 +126,9 @@ static bool dtype_props(const unsigned char *b, size_t n, int depth, size_t *at,
     p += k;
     break;
   }
-  default:
-    return true; /* libhdf5 refuses an unknown class */
+  default: /* libhdf5 refuses an unknown class; *at must still be set for a nesting caller */
+    *at = p;
+    return true;
   }
   *at = p;
   return p <= n;
@@ -274,6 +280,56 @@ static bool layout_ok(const unsigned char *m, size_t n, const char **why) {
   return true;
 }
 
+/* ---- a data set's other messages: libhdf5 1.10 decodes each with no regard to its size ---- */
+
+/* A dataspace message: its dimensions and maximum dimensions (when flagged) lie within it. */
+static bool dataspace_ok(const unsigned char *m, size_t n, const char **why) {
+  if (n < 4 || (m[0] != 1 && m[0] != 2) || m[1] > 32) return true; /* libhdf5 refuses those */
+  size_t hdr = m[0] == 1 ? 8 : 4, dims = (size_t)m[1] * 8 * ((m[2] & 1) ? 2 : 1);
+  if (hdr > n || dims > n - hdr) return fail(why, "a dataspace whose dimensions lie past its message");
+  return true;
+}
+
+/* A fill value message, old (size, value) or new (versions 1 and 2: allocation and fill times,
+ * defined, then size and value; version 3: flags, then size and value when flagged): libhdf5
+ * copies `size` bytes from the message whatever its length. */
+static bool fill_ok(int type, const unsigned char *m, size_t n, const char **why) {
+  size_t at = 0;
+  if (type == MSG_FILL) {
+    if (n < 1 || m[0] < 1 || m[0] > 3) return true; /* libhdf5 refuses the version */
+    bool value = m[0] < 3 ? n >= 4 && m[3] : n >= 2 && (m[1] & 0x20) && !(m[1] & 0x10);
+    if (!value) return true;
+    at = m[0] < 3 ? 4 : 2;
+  }
+  if (at > n || n - at < 4 || le(m + at, 4) > n - at - 4)
+    return fail(why, "a fill value past its message");
+  return true;
+}
+
+/* A filter pipeline message (versions 1 and 2): each filter's name (NUL-terminated: libhdf5
+ * takes its strlen) and client data lie within the message. A fuzzed checkpoint's pipeline
+ * sent H5O_pline_decode past the object header's buffer. */
+static bool pline_ok(const unsigned char *m, size_t n, const char **why) {
+  if (n < 2 || (m[0] != 1 && m[0] != 2) || m[1] > 32) return true; /* libhdf5 refuses those */
+  bool v1 = m[0] == 1;
+  size_t p = v1 ? 8 : 2;
+  for (int i = 0; i < m[1]; i++) {
+    if (p > n || n - p < 2) return fail(why, "a filter pipeline past its message");
+    bool named = v1 || le(m + p, 2) >= 256;
+    size_t head = named ? 8 : 6;
+    if (n - p < head) return fail(why, "a filter pipeline past its message");
+    size_t name = named ? le(m + p + 2, 2) : 0, values = le(m + p + head - 2, 2);
+    p += head;
+    if (name > n - p || (name && !memchr(m + p, 0, name)))
+      return fail(why, "a filter name past its message");
+    p += name;
+    size_t data = 4 * (values + (v1 && (values & 1)));
+    if (data > n - p) return fail(why, "filter parameters past their message");
+    p += data;
+  }
+  return true;
+}
+
 static bool remember_continuation(cx_h5_ohdr_file *f, const unsigned char *m, size_t n,
                                   const char **why) {
   if (n < 16) /* libhdf5 decodes the 16 bytes anyway, from the messages after it */
@@ -309,8 +365,15 @@ static bool messages_ok(cx_h5_ohdr_file *f, const unsigned char *b, size_t n, co
     if (size > n - p - MSG_HDR) break; /* cut by the read, or corrupt: libhdf5 checks this */
     const unsigned char *m = b + p + MSG_HDR;
     if (type == MSG_CONT && !remember_continuation(f, m, size, why)) return false;
+    /* external storage: our files never use it, and a hostile file would read the files it
+     * names */
+    if (type == MSG_EFL) return fail(why, "a data set stored in external files");
     if (!(flags & MSG_SHARED) && ((type == MSG_ATTR && !attribute_ok(f, m, size, why)) ||
                                   (type == MSG_DTYPE && !dtype_ok(m, size, why)) ||
+                                  (type == MSG_DSPACE && !dataspace_ok(m, size, why)) ||
+                                  ((type == MSG_FILL || type == MSG_FILL_OLD) &&
+                                   !fill_ok(type, m, size, why)) ||
+                                  (type == MSG_PLINE && !pline_ok(m, size, why)) ||
                                   (type == MSG_LAYOUT && !layout_ok(m, size, why))))
       return false;
     p += MSG_HDR + size;
