@@ -19,6 +19,7 @@ apt_packages=(
   dataset-fashion-mnist                    # real data for stage tests
   golang-github-burntsushi-toml-dev        # ships the official toml-test suite (tests only)
   clang                                    # libFuzzer for the fuzz targets (fuzz/, scripts/fuzz.sh)
+  valgrind                                 # the HDF5 readers under valgrind (test_hdf5_valgrind)
 )
 
 missing=()
