@@ -5,16 +5,17 @@ Reads OUT_DIR/report.json for the validation set; FP32 is the quantize stage's i
 (student_pruned.onnx, else student.onnx), INT8 is student_int8.onnx. Then:
   - the peer: ONNX Runtime's quantize_static on the FP32 file (QDQ, per-channel, INT8 weights
     and activations, symmetric as ours) calibrated on the same images the pipeline calibrates on:
-    the first BATCHES x BATCH training images in file order, fed as the file's metadata says;
+    the first BATCHES x CALIB_BATCH training images in file order, fed as the file's metadata says;
   - top-1 on the validation set in ONNX Runtime: FP32, ours INT8, the peer; ours INT8 also in our
     runtime (compress infer), and how many predictions our runtime and ONNX Runtime share;
   - file sizes;
-  - speed at --speed-batch (32) with --threads (2), ROUNDS rounds alternating: ONNX Runtime on
-    the FP32 file, ours and the peer (waiting threads sleep: allow_spinning 0), and our runtime
-    on FP32 and INT8 (compress profile, OMP_WAIT_POLICY=passive); medians and ratios.
+  - speed at --batch (32) with --threads (2), ROUNDS rounds alternating: ONNX Runtime on the
+    FP32 file, ours and the peer (waiting threads sleep: allow_spinning 0), and our runtime on
+    FP32 and INT8 (compress profile, OMP_WAIT_POLICY=passive), as bench/int8_speed.py times
+    them; medians and ratios.
 
 usage: int8_full.py OUT_DIR --train TRAIN.h5 [--compress build/compress] [--batches 32]
-                    [--batch 128] [--threads 2] [--speed-batch 32] [--rounds 5] [--steps 20]"""
+                    [--calib-batch 128] [--threads 2] [--batch 32] [--rounds 5] [--steps 20]"""
 import argparse
 import json
 import os
@@ -22,24 +23,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import h5py
 import numpy as np
-import onnxruntime as ort
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                       quantize_static)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 from onnx_top1 import preprocessing  # noqa: E402
-
-
-def session(path, threads):
-    o = ort.SessionOptions()
-    o.intra_op_num_threads = threads
-    o.inter_op_num_threads = 1
-    o.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(path, o, providers=["CPUExecutionProvider"])
+from int8_speed import ort_ms, ours, session  # noqa: E402  (bench/, this script's folder)
 
 
 def feed(path, images):
@@ -84,33 +76,15 @@ def peer(fp32, out, calib, batch):
                     extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
 
 
-def ort_ms(path, x, threads, steps):
-    s = session(path, threads)
-    f = {s.get_inputs()[0].name: x}
-    s.run(None, f)
-    t = time.perf_counter()
-    for _ in range(steps):
-        s.run(None, f)
-    return (time.perf_counter() - t) / steps * 1e3
-
-
-def our_ms(args, path):
-    out = subprocess.run([args.compress, "profile", path, "--batch", str(args.speed_batch),
-                          "--threads", str(args.threads), "--steps", str(args.steps),
-                          "--warmup", "3", "--json"], check=True, capture_output=True, text=True,
-                         env=dict(os.environ, OMP_WAIT_POLICY="passive")).stdout
-    return json.loads(out)["forward_ms"]
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("out")
     p.add_argument("--train", required=True)
     p.add_argument("--compress", default="build/compress")
     p.add_argument("--batches", type=int, default=32)
-    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--calib-batch", type=int, default=128)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--speed-batch", type=int, default=32)
+    p.add_argument("--batch", type=int, default=32)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=20)
     args = p.parse_args()
@@ -120,14 +94,14 @@ def main():
         g = f[val["part"]] if val["part"] else f
         images, labels = g["images"][()], g["labels"][()]
     with h5py.File(args.train, "r") as f:
-        calib_images = f["images"][:args.batches * args.batch]
+        calib_images = f["images"][:args.batches * args.calib_batch]
     fp32 = next(os.path.join(args.out, n) for n in ["student_pruned.onnx", "student.onnx"]
                 if os.path.exists(os.path.join(args.out, n)))
     int8 = os.path.join(args.out, "student_int8.onnx")
     x = feed(fp32, images)
     with tempfile.TemporaryDirectory() as tmp:
         ref = os.path.join(tmp, "ort_quantize_static.onnx")
-        peer(fp32, ref, feed(fp32, calib_images), args.batch)
+        peer(fp32, ref, feed(fp32, calib_images), args.calib_batch)
         logits = {k: ort_logits(v, x, args.threads) for k, v in
                   [("FP32", fp32), ("ours INT8", int8), ("ORT quantize_static", ref)]}
         ours_rt = our_logits(args, int8, x, tmp)
@@ -145,17 +119,18 @@ def main():
         acc_rt = 100.0 * float((ours_rt.argmax(1) == labels).mean())
         print(f"  ours INT8 in our INT8 runtime: {acc_rt:.2f}%; predictions shared with ONNX "
               f"Runtime: {100 * agree:.2f}%")
-        xs = x[:args.speed_batch]
+        xs = x[:args.batch]
+        sessions = {k: session(v, args.threads) for k, v in
+                    [("ORT FP32", fp32), ("ORT ours INT8", int8), ("ORT quantize_static", ref)]}
         runs = {k: [] for k in ["ORT FP32", "ORT ours INT8", "ORT quantize_static",
                                 "our runtime FP32", "our runtime INT8"]}
         for _ in range(args.rounds):
-            runs["ORT FP32"].append(ort_ms(fp32, xs, args.threads, args.steps))
-            runs["ORT ours INT8"].append(ort_ms(int8, xs, args.threads, args.steps))
-            runs["ORT quantize_static"].append(ort_ms(ref, xs, args.threads, args.steps))
-            runs["our runtime FP32"].append(our_ms(args, fp32))
-            runs["our runtime INT8"].append(our_ms(args, int8))
+            for k, sess in sessions.items():
+                runs[k].append(ort_ms(sess, xs, args.steps))
+            runs["our runtime FP32"].append(ours(args, fp32))
+            runs["our runtime INT8"].append(ours(args, int8))
         med = {k: statistics.median(v) for k, v in runs.items()}
-        print(f"\nms a batch of {args.speed_batch}, {args.threads} threads, median of "
+        print(f"\nms a batch of {args.batch}, {args.threads} threads, median of "
               f"{args.rounds} rounds (all rounds in brackets)")
         for k, v in runs.items():
             print(f"  {k:22s} {med[k]:8.2f}   [{', '.join(f'{t:.2f}' for t in v)}]")
