@@ -22,18 +22,6 @@ typedef struct model_report {
   int64_t total_params, total_macs;
 } model_report;
 
-static int64_t node_params(const cx_graph *g, const cx_node *n) {
-  int64_t count = 0;
-  for (int k = 0; k < n->n_in; k++) {
-    int v = n->in[k];
-    bool repeat = false;
-    for (int j = 0; j < k && !repeat; j++) repeat = n->in[j] == v;
-    if (v >= 0 && !repeat && g->values[v].kind == CX_VALUE_PARAM)
-      count += cx_shape_numel(&g->values[v].shape);
-  }
-  return count;
-}
-
 static cx_status analyse(model_report *r) {
   CX_TRY(cx_cli_load_model(r->path, &r->g, &r->info));
   size_t nv = (size_t)r->g->n_values + 1, nn = (size_t)r->g->n_nodes + 1;
@@ -47,11 +35,13 @@ static cx_status analyse(model_report *r) {
   CX_TRY(cx_graph_symbolic_shapes(r->g, r->sym, r->dtype));
   CX_TRY(cx_graph_infer_shapes(r->g, 1, r->one, r->dtype));
   for (int i = 0; i < r->g->n_nodes; i++) {
-    r->params[i] = node_params(r->g, &r->g->nodes[i]);
+    r->params[i] = cx_graph_node_params(r->g, &r->g->nodes[i]);
     r->macs[i] = cx_graph_node_macs(r->g, &r->g->nodes[i], r->one, NULL);
     r->total_macs += r->macs[i];
   }
-  r->total_params = cx_graph_param_count(r->g);
+  cx_graph_cost cost;
+  CX_TRY(cx_graph_measure_cost(r->g, &cost));
+  r->total_params = cost.params;
   return CX_OK;
 }
 

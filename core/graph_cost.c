@@ -19,16 +19,60 @@ static int64_t nonzero(const cx_value *v) {
   return k;
 }
 
-/* The node's weight: the operand among its first two that is an initializer (B before A, as
- * Conv and Gemm put it), or NULL when both are computed. */
+static bool is_init(const cx_graph *g, int v) {
+  return v >= 0 && g->values[v].kind != CX_VALUE_ACT && g->values[v].kind != CX_VALUE_INPUT &&
+         g->values[v].init;
+}
+
+/* The initializer value v holds: v itself, or the one a DequantizeLinear producing v reads (an
+ * INT8 file's weight); -1 when v is computed. */
+static int stored(const cx_graph *g, int v) {
+  if (is_init(g, v)) return v;
+  int p = v >= 0 ? g->values[v].producer : -1;
+  if (p < 0 || strcmp(g->nodes[p].op->name, "DequantizeLinear")) return -1;
+  return is_init(g, g->nodes[p].in[0]) ? g->nodes[p].in[0] : -1;
+}
+
+/* The node's weight: the operand among its first two that is stored (B before A, as Conv and
+ * Gemm put it), or NULL when both are computed. */
 static const cx_value *weight(const cx_graph *g, const cx_node *n) {
   for (int k = 1; k >= 0; k--) {
-    int v = n->in[k];
-    if (v >= 0 && g->values[v].kind != CX_VALUE_ACT && g->values[v].kind != CX_VALUE_INPUT &&
-        g->values[v].init)
-      return &g->values[v];
+    int v = stored(g, n->in[k]);
+    if (v >= 0) return &g->values[v];
   }
   return NULL;
+}
+
+int64_t cx_graph_node_params(const cx_graph *g, const cx_node *n) {
+  if (!strcmp(n->op->name, "DequantizeLinear") || !strcmp(n->op->name, "QuantizeLinear")) return 0;
+  int64_t count = 0;
+  for (int k = 0; k < n->n_in; k++) {
+    int v = n->in[k], s = stored(g, v);
+    bool repeat = false;
+    for (int j = 0; j < k && !repeat; j++) repeat = n->in[j] == v;
+    bool quantized = s >= 0 && s != v; /* behind a DequantizeLinear */
+    if (!repeat && s >= 0 && (quantized || g->values[s].kind == CX_VALUE_PARAM))
+      count += cx_shape_numel(&g->values[s].shape);
+  }
+  return count;
+}
+
+/* Which values are the model's weights (graph_cost.h): parameters that are no quantization
+ * scale or zero point, and the initializers DequantizeLinear nodes read. */
+static bool *weights_of(const cx_graph *g) {
+  bool *w = calloc((size_t)g->n_values + 1, sizeof *w), *qparam = calloc((size_t)g->n_values + 1, 1);
+  if (!w || !qparam) return free(w), free(qparam), NULL;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const cx_node *n = &g->nodes[i];
+    if (strcmp(n->op->name, "DequantizeLinear") && strcmp(n->op->name, "QuantizeLinear")) continue;
+    for (int k = 1; k < n->n_in && k < 3; k++)
+      if (n->in[k] >= 0) qparam[n->in[k]] = true;
+    if (!strcmp(n->op->name, "DequantizeLinear") && is_init(g, n->in[0])) w[n->in[0]] = true;
+  }
+  for (int v = 0; v < g->n_values; v++)
+    if (g->values[v].kind == CX_VALUE_PARAM && !qparam[v]) w[v] = true;
+  free(qparam);
+  return w;
 }
 
 int64_t cx_graph_node_macs(const cx_graph *g, const cx_node *n, const cx_shape *one,
@@ -74,10 +118,16 @@ cx_status cx_graph_measure_cost(const cx_graph *g, cx_graph_cost *cost) {
   free(one);
   free(dtype);
   if (s != CX_OK) return s;
-  int64_t nz = 0;
-  for (int v = 0; v < g->n_values; v++)
-    if (g->values[v].kind == CX_VALUE_PARAM) nz += nonzero(&g->values[v]);
-  *cost = (cx_graph_cost){.params = cx_graph_param_count(g), .params_nonzero = nz, .macs = macs,
+  bool *w = weights_of(g);
+  if (!w) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  int64_t params = 0, nz = 0;
+  for (int v = 0; v < g->n_values; v++) {
+    if (!w[v]) continue;
+    params += cx_shape_numel(&g->values[v].shape);
+    nz += nonzero(&g->values[v]);
+  }
+  free(w);
+  *cost = (cx_graph_cost){.params = params, .params_nonzero = nz, .macs = macs,
                            .macs_effective = effective};
   return CX_OK;
 }

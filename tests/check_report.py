@@ -156,7 +156,8 @@ def file_sizes(path):
 def independent(path):
     """What the report measures, counted here: trainable values as the importer classes them
     (the first use of a float initializer: any input of Conv, Gemm, MatMul; BatchNormalization's
-    scale and bias; a non-scalar operand of element-wise arithmetic), Conv/Gemm/MatMul MACs at
+    scale and bias; a non-scalar operand of element-wise arithmetic) and the quantized weights
+    of an INT8 file (what its DequantizeLinear nodes read first), Conv/Gemm/MatMul MACs at
     batch 1 from ONNX's own shape inference, and effective MACs: each weight element takes part
     in MACs / its size of them, so only its non-zero elements count."""
     import numpy as np
@@ -179,7 +180,9 @@ def independent(path):
             if name not in inits or name in kind:
                 continue
             a = inits[name]
-            if a.dtype.kind != "f":
+            if n.op_type == "DequantizeLinear" and slot == 0:
+                kind[name] = "param"  # a quantized weight (its scale and zero point are not)
+            elif a.dtype.kind != "f":
                 kind[name] = "const"
             elif n.op_type == "BatchNormalization":
                 kind[name] = "state" if slot >= 3 else "param"
@@ -188,6 +191,10 @@ def independent(path):
             else:
                 kind[name] = "const"
     params = [inits[k] for k, v in kind.items() if v == "param"]
+    # a weight stored quantized: the initializer behind the DequantizeLinear that makes it
+    stored = {n.output[0]: inits[n.input[0]] for n in g.node
+              if n.op_type == "DequantizeLinear" and n.input[0] in inits}
+    stored.update(inits)
     macs = eff = 0
     for n in g.node:
         if n.op_type not in ("Conv", "Gemm", "MatMul"):
@@ -202,7 +209,7 @@ def independent(path):
         else:
             k = a[-1]
         macs += out * k
-        weight = next((inits[i] for i in (n.input[1], n.input[0]) if i in inits), None)
+        weight = next((stored[i] for i in (n.input[1], n.input[0]) if i in stored), None)
         eff += out * k // weight.size * int(np.count_nonzero(weight)) if weight is not None \
             else out * k
     return {"params": sum(int(p.size) for p in params),

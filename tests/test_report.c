@@ -75,6 +75,26 @@ static void test_cost(void) {
         "non-zero params", (long long)c.macs, (long long)c.macs_effective,
         (long long)c.params_nonzero);
   cx_graph_free(g);
+  /* an INT8 file's weight: an int8 initializer, half of it zero, behind a DequantizeLinear
+   * whose scale and zero point are not parameters: 12 parameters, 6 non-zero, half the MACs */
+  g = cx_graph_new();
+  x = cx_graph_input(g, "x", CX_F32, &S(-1, 4));
+  signed char q[12] = {0, 3, 0, -5, 0, 7, 0, 1, 0, -2, 0, 9}, zero = 0;
+  float scale = 0.1f;
+  int wq = cx_graph_init(g, CX_VALUE_CONST, "w_q", CX_S8, &S(4, 3), q);
+  int sc = cx_graph_init(g, CX_VALUE_PARAM, "w_scale", CX_F32, &(cx_shape){0}, &scale);
+  int zp = cx_graph_init(g, CX_VALUE_CONST, "w_zero", CX_S8, &(cx_shape){0}, &zero);
+  w = cx_graph_op(g, "DequantizeLinear", "w", (int[]){wq, sc, zp}, 3);
+  int y = cx_graph_op(g, "MatMul", "y", (int[]){x, w}, 2);
+  cx_graph_mark_output(g, y);
+  CHECK(cx_graph_measure_cost(g, &c) == CX_OK && c.macs == 12 && c.macs_effective == 6 &&
+        c.params == 12 && c.params_nonzero == 6, "quantized weight: %lld (%lld) MACs, %lld "
+        "(%lld non-zero) params", (long long)c.macs, (long long)c.macs_effective,
+        (long long)c.params, (long long)c.params_nonzero);
+  CHECK(cx_graph_node_params(g, &g->nodes[g->values[y].producer]) == 12 &&
+        cx_graph_node_params(g, &g->nodes[g->values[w].producer]) == 0,
+        "quantized weight: counted at the MatMul, not at its DequantizeLinear");
+  cx_graph_free(g);
 }
 
 /* ---- measuring ONNX files ---- */
