@@ -150,6 +150,14 @@ static bool dtype_ok(const unsigned char *b, size_t n, const char **why) {
   return dtype_len(b, n, 0, &used, why);
 }
 
+/* A dataspace message: its dimensions and maximum dimensions (when flagged) lie within it. */
+static bool dataspace_ok(const unsigned char *m, size_t n, const char **why) {
+  if (n < 4 || (m[0] != 1 && m[0] != 2) || m[1] > 32) return true; /* libhdf5 refuses those */
+  size_t hdr = m[0] == 1 ? 8 : 4, dims = (size_t)m[1] * 8 * ((m[2] & 1) ? 2 : 1);
+  if (hdr > n || dims > n - hdr) return fail(why, "a dataspace whose dimensions lie past its message");
+  return true;
+}
+
 /* Elements of a dataspace message (versions 1 and 2) at d, with n bytes left in its attribute
  * message: libhdf5 decodes the dimensions whatever size the message states for the dataspace
  * (a fuzzed attribute stated 4 bytes for a scalar's 8), so n bounds them, not that size. 1: the
@@ -159,8 +167,9 @@ static int dataspace_elements(const unsigned char *d, size_t n, uint64_t *count)
   int version = d[0], rank = d[1];
   size_t dims = version == 1 ? 8 : 4;
   if (version == 2 && d[3] == 2) return *count = 0, 1; /* null dataspace */
-  if (version != 1 && version != 2) return 0;
-  if (n < dims || (size_t)rank * 8 > n - dims) return -1;
+  if ((version != 1 && version != 2) || rank > 32) return 0;
+  const char *why; /* maximum dimensions too: libhdf5 decodes them as well */
+  if (!dataspace_ok(d, n, &why)) return -1;
   uint64_t c = 1;
   for (int i = 0; i < rank; i++) {
     uint64_t e = le(d + dims + 8 * (size_t)i, 8);
@@ -281,14 +290,6 @@ static bool layout_ok(const unsigned char *m, size_t n, const char **why) {
 }
 
 /* ---- a data set's other messages: libhdf5 1.10 decodes each with no regard to its size ---- */
-
-/* A dataspace message: its dimensions and maximum dimensions (when flagged) lie within it. */
-static bool dataspace_ok(const unsigned char *m, size_t n, const char **why) {
-  if (n < 4 || (m[0] != 1 && m[0] != 2) || m[1] > 32) return true; /* libhdf5 refuses those */
-  size_t hdr = m[0] == 1 ? 8 : 4, dims = (size_t)m[1] * 8 * ((m[2] & 1) ? 2 : 1);
-  if (hdr > n || dims > n - hdr) return fail(why, "a dataspace whose dimensions lie past its message");
-  return true;
-}
 
 /* A fill value message, old (size, value) or new (versions 1 and 2: allocation and fill times,
  * defined, then size and value; version 3: flags, then size and value when flagged): libhdf5
