@@ -20,6 +20,9 @@ typedef struct cx_exporter {
   cx_dtype *dtype;      /* by value id */
   bool *used;           /* by value id: referenced by a written node */
   int *qdq_pairs;       /* by value id: QuantizeLinear→DequantizeLinear pairs written for it */
+  /* all-zero zero points written so far, one initializer per type and size (export_qdq.c) */
+  struct cx_ex_zero { cx_dtype q; int64_t count; const char *name; } *zeros;
+  int n_zeros, cap_zeros;
   /* the arena */
   void **mem;
   int n_mem, cap_mem;

@@ -10,8 +10,15 @@
  * neither QLinearConv nor QLinearAdd (docs/quantize.md, "Export").
  *
  * Names, for Netron: node N with output O writes "N/quantized" (the INT8 weight or the Q
- * output), "N/scale", "N/zero_point", nodes "N/QuantizeLinear" and "N/DequantizeLinear"; the
- * first DequantizeLinear writes O itself, later pairs "O_1", "N/quantized_1", ... */
+ * output), "N/scale", "N/zero_point", nodes "N/Q" (QuantizeLinear) and "N/DQ" (DequantizeLinear:
+ * short, since a small model's file spent 0.5% of its bytes on the op names repeated); the
+ * first DequantizeLinear writes O itself, later pairs "O_1", "N/quantized_1", ... A weight's
+ * zero point that is all zeros (every one, in the default symmetric mode) is one initializer
+ * per type and size, "zero_point/int8[C]", read by every weight's DequantizeLinear that needs
+ * it: a file of small layers spent 2% of its bytes on copies of it. It stays written, not
+ * omitted as ONNX allows, because TensorRT 8's parser requires the input. Activation pairs keep
+ * their own: with one shared zero point ONNX Runtime merged the Q nodes of a residual Add's
+ * inputs and fused no QLinearAdd (measured on the full example's student). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,9 +120,38 @@ static const char *part_name(cx_exporter *ex, const cx_node *n, const char *what
   return cx_ex_unique_name(ex, base);
 }
 
-/* The scale (f32) and zero point (the quantized type) as new initializers: scalars when per
- * tensor, [count] when per axis. */
-static cx_status write_params(cx_exporter *ex, const qparams *p, const char *sfx,
+static bool all_zero(const qparams *p) {
+  for (int64_t j = 0; p->zero && j < p->count; j++)
+    if (p->zero[j] != 0.0f) return false;
+  return true;
+}
+
+/* The one all-zero weight zero point of p's type and size, written the first time it is needed. */
+static const char *shared_zero(cx_exporter *ex, const qparams *p, const cx_shape *s,
+                               const int8_t *z) {
+  for (int i = 0; i < ex->n_zeros; i++)
+    if (ex->zeros[i].q == p->q && ex->zeros[i].count == p->count) return ex->zeros[i].name;
+  if (ex->n_zeros == ex->cap_zeros) {
+    int cap = ex->cap_zeros ? 2 * ex->cap_zeros : 16;
+    struct cx_ex_zero *more = cx_ex_alloc(ex, sizeof *more * (size_t)cap);
+    if (!more) return NULL;
+    if (ex->n_zeros) memcpy(more, ex->zeros, sizeof *more * (size_t)ex->n_zeros);
+    ex->zeros = more;
+    ex->cap_zeros = cap;
+  }
+  char base[64];
+  const char *type = p->q == CX_U8 ? "uint8" : "int8";
+  if (p->per_axis) snprintf(base, sizeof base, "zero_point/%s[%lld]", type, (long long)p->count);
+  else snprintf(base, sizeof base, "zero_point/%s", type); /* a weight quantized per tensor */
+  const char *name = cx_ex_unique_name(ex, base);
+  if (!name || !(name = cx_ex_add_init(ex, name, p->q, s, z))) return NULL;
+  ex->zeros[ex->n_zeros++] = (struct cx_ex_zero){.q = p->q, .count = p->count, .name = name};
+  return name;
+}
+
+/* The scale (f32) and zero point (the quantized type) as initializers: scalars when per tensor,
+ * [count] when per axis. */
+static cx_status write_params(cx_exporter *ex, const qparams *p, const char *sfx, bool weight,
                               const char **scale, const char **zero) {
   cx_shape s = p->per_axis ? (cx_shape){.ndim = 1, .d = {p->count}} : (cx_shape){0};
   int8_t *z = cx_ex_alloc(ex, (size_t)p->count);
@@ -125,16 +161,21 @@ static cx_status write_params(cx_exporter *ex, const qparams *p, const char *sfx
     if (p->q == CX_U8) ((uint8_t *)z)[j] = (uint8_t)zi;
     else z[j] = (int8_t)zi;
   }
-  const char *sn = part_name(ex, p->n, "scale", sfx), *zn = part_name(ex, p->n, "zero_point", sfx);
+  const char *sn = part_name(ex, p->n, "scale", sfx);
   *scale = sn ? cx_ex_add_init(ex, sn, CX_F32, &s, p->scale) : NULL;
-  *zero = zn ? cx_ex_add_init(ex, zn, p->q, &s, z) : NULL;
+  if (weight && all_zero(p)) {
+    *zero = shared_zero(ex, p, &s, z);
+  } else {
+    const char *zn = part_name(ex, p->n, "zero_point", sfx);
+    *zero = zn ? cx_ex_add_init(ex, zn, p->q, &s, z) : NULL;
+  }
   return *scale && *zero ? CX_OK : cx_ex_nomem();
 }
 
 static cx_status dequantize_node(cx_exporter *ex, const qparams *p, const char *sfx,
                                  const char *in, const char *scale, const char *zero,
                                  const char *out) {
-  const char *name = part_name(ex, p->n, "DequantizeLinear", sfx);
+  const char *name = part_name(ex, p->n, "DQ", sfx);
   if (!name) return cx_ex_nomem();
   const char *ins[3] = {in, scale, zero};
   Onnx__NodeProto *dq = cx_ex_node(ex, "DequantizeLinear", name, ins, 3, &out, 1);
@@ -159,8 +200,8 @@ cx_status cx_ex_qdq_pair(cx_exporter *ex, int v, const char **name) {
   char sfx[32] = "";
   if (j) snprintf(sfx, sizeof sfx, "_%d", j);
   const char *scale, *zero;
-  CX_TRY(write_params(ex, &p, sfx, &scale, &zero));
-  const char *q_name = part_name(ex, n, "QuantizeLinear", sfx), *q_out;
+  CX_TRY(write_params(ex, &p, sfx, false, &scale, &zero));
+  const char *q_name = part_name(ex, n, "Q", sfx), *q_out;
   if (!q_name || !(q_out = part_name(ex, n, "quantized", sfx))) return cx_ex_nomem();
   const char *x = ex->g->values[n->in[0]].name;
   if (cx_ex_is_activation_fq(ex, n->in[0])) CX_TRY(cx_ex_qdq_pair(ex, n->in[0], &x)); /* FQ(FQ) */
@@ -208,7 +249,7 @@ cx_status cx_ex_lower_fake_quantize(cx_exporter *ex, int node) {
   CX_TRY(quantize_weight(ex, &p, w, &q));
   const char *qn = part_name(ex, n, "quantized", ""), *scale, *zero;
   if (!qn || !cx_ex_add_init(ex, qn, p.q, &w->shape, q)) return cx_ex_nomem();
-  CX_TRY(write_params(ex, &p, "", &scale, &zero));
+  CX_TRY(write_params(ex, &p, "", true, &scale, &zero));
   return dequantize_node(ex, &p, "", qn, scale, zero, ex->g->values[n->out[0]].name);
 }
 

@@ -34,6 +34,7 @@
 #include "../core/program.h"
 #include "../core/rng.h"
 #include "../export/onnx_export.h"
+#include "../import/onnx.h"
 #include "../kernels/cpu/cpu.h"
 #include "check.h"
 #include "op_check.h"
@@ -433,6 +434,31 @@ static int check_trt(const char *model, bool ort_only, char *log, size_t log_siz
  * saturating) go wrong for full-range INT8 weights; that difference is printed, and the fused
  * path is checked to 1 LSB on a second file whose weights use 7 bits (|q| <= 63, the
  * reduce_range of ORT's own quantizer), where no pair can saturate. */
+/* conv1 and conv2 have 16 output channels, fc 10: their weights' zero points (all zero) are two
+ * initializers, one read by both convolutions' DequantizeLinear. */
+static void check_shared_zero(const char *model) {
+  cx_graph *g = NULL;
+  cx_status st = cx_onnx_import(model, &g, NULL);
+  CHECK(st == CX_OK, "%s: import: %s", model, cx_last_error());
+  if (st != CX_OK) return;
+  int z16 = cx_graph_find_value(g, "zero_point/int8[16]");
+  int z10 = cx_graph_find_value(g, "zero_point/int8[10]"), readers = 0, weight_dq = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const cx_node *n = &g->nodes[i];
+    if (strcmp(n->op->name, "DequantizeLinear") || n->n_in < 3) continue;
+    bool weight = strstr(g->values[n->in[0]].name, "weight") != NULL;
+    weight_dq += weight;
+    readers += z16 >= 0 && n->in[2] == z16;
+    CHECK(!weight || n->in[2] == z16 || n->in[2] == z10, "%s: DequantizeLinear '%s' reads its "
+          "own zero point '%s'", model, n->name, g->values[n->in[2]].name);
+  }
+  CHECK(z16 >= 0 && z10 >= 0 && readers == 2 && weight_dq == 3, "%s: zero_point/int8[16] %s, "
+        "[10] %s, read by %d DequantizeLinear (expected 2 of the 3 on weights: %d)", model,
+        z16 >= 0 ? "written" : "missing", z10 >= 0 ? "written" : "missing", readers, weight_dq);
+  if (z16 >= 0 && readers == 2) printf("ok   weights' zero points shared: 2 initializers\n");
+  cx_graph_free(g);
+}
+
 static void check_int8(const cx_graph *folded, const float *range, const float *x,
                        const char *x_path) {
   char model[1200], fp32[1200], log[8000], cmd[3000];
@@ -446,6 +472,7 @@ static void check_int8(const cx_graph *folded, const float *range, const float *
   snprintf(fp32, sizeof fp32, "%s/resnet_fp32.onnx", dir);
   export_ok(q, model);
   export_ok(folded, fp32);
+  check_shared_zero(model);
   int rc = check_trt(model, false, log, sizeof log);
   CHECK(rc == 0, "%s: tests/check_qdq_trt.py fails (exit %d):\n%s", model, rc, log);
   if (rc == 0) printf("ok   %s", log);
@@ -506,7 +533,7 @@ static void check_modes(const cx_graph *folded, const float *range, const float 
   snprintf(model, sizeof model, "%s/resnet_int8_zp.onnx", dir);
   export_ok(z, model);
   rc = check_trt(model, false, log, sizeof log);
-  ok = rc == 1 && strstr(log, "'add_fq/QuantizeLinear'") && strstr(log, "nonzero zero point");
+  ok = rc == 1 && strstr(log, "'add_fq/Q'") && strstr(log, "nonzero zero point");
   CHECK(ok, "%s: check_qdq_trt.py: exit %d, expected 1 naming add_fq's nonzero zero point:\n%s",
         model, rc, log);
   if (ok) printf("ok   nonzero zero point refused: %.*s\n", (int)strcspn(log, "\n"), log);
