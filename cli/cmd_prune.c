@@ -136,6 +136,8 @@ const cx_command cx_cmd_prune = {
         "                        channels are chosen; needs --data)\n"
         "    --taylor-batches N  taylor: batches of the scoring pass (default 32)\n"
         "    --round-to K        channel: kept channel counts a multiple of K\n"
+        "    --recalibrate-bn N  one-shot channel: batches of --data that re-estimate BatchNorm\n"
+        "                        statistics after the cut (default 32 with --data; 0: keep)\n"
         "    --allocate A        channel: importance (default: --scope decides) or sensitivity\n"
         "                        (per-layer fractions from a scan of each layer on --val, the\n"
         "                        layers that lose less giving more; needs --data and --val)\n"

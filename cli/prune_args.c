@@ -11,6 +11,7 @@ static const cx_stage_flag prune_flags[] = {
     {"--initial-sparsity", "initial_sparsity", false, NULL},
     {"--taylor-batches", "taylor_batches", false, NULL},
     {"--allocate", "allocate", true, NULL},
+    {"--recalibrate-bn", "recalibrate_bn", false, NULL},
     {NULL, NULL, false, NULL}};
 static const cx_stage_flag prune_lists[] = {{"--include", "include", true, NULL},
                                             {"--exclude", "exclude", true, NULL},

@@ -60,44 +60,53 @@ static cx_status open_loader(const cx_train_opts *o, int64_t micro, cx_loader **
   return CX_OK;
 }
 
-/* One forward and backward pass on the next batch (a new epoch after the last one). */
-static cx_status score_batch(cx_program *p, cx_loader *l, int64_t *epoch, const char *path,
-                             bool first) {
+cx_status cx_cli_prune_pass_open(const cx_graph *model, const cx_train_opts *o,
+                                 cx_cli_prune_pass *pass) {
+  *pass = (cx_cli_prune_pass){.path = o->train_path};
+  int64_t micro = o->batch_size / (o->accum_steps > 1 ? o->accum_steps : 1);
+  cx_status s = compile(model, o, micro, &pass->p);
+  if (s == CX_OK) s = open_loader(o, micro, &pass->l);
+  if (s != CX_OK) cx_cli_prune_pass_close(pass);
+  return s;
+}
+
+void cx_cli_prune_pass_close(cx_cli_prune_pass *pass) {
+  cx_loader_close(pass->l);
+  cx_program_free(pass->p);
+  pass->l = NULL, pass->p = NULL;
+}
+
+cx_status cx_cli_prune_pass_forward(cx_cli_prune_pass *pass) {
   cx_batch b;
-  CX_TRY(cx_loader_next(l, &b));
+  CX_TRY(cx_loader_next(pass->l, &b));
   if (b.size == 0) {
-    CX_TRY(cx_loader_epoch_begin(l, ++*epoch));
-    CX_TRY(cx_loader_next(l, &b));
+    CX_TRY(cx_loader_epoch_begin(pass->l, ++pass->epoch));
+    CX_TRY(cx_loader_next(pass->l, &b));
   }
-  if (first) CX_TRY(cx_check_model_input(cx_program_graph(p), &b, path));
+  if (pass->batches++ == 0) CX_TRY(cx_check_model_input(cx_program_graph(pass->p), &b, pass->path));
   size_t per = (size_t)(b.c * b.h * b.w) * sizeof(float);
-  CX_TRY(cx_program_write_input(p, "input", b.images, per * (size_t)b.size));
-  CX_TRY(cx_program_write_input(p, "labels", b.labels, sizeof(int64_t) * (size_t)b.size));
-  CX_TRY(cx_program_forward(p));
-  return cx_program_backward(p);
+  CX_TRY(cx_program_write_input(pass->p, "input", b.images, per * (size_t)b.size));
+  CX_TRY(cx_program_write_input(pass->p, "labels", b.labels, sizeof(int64_t) * (size_t)b.size));
+  return cx_program_forward(pass->p);
 }
 
 cx_status cx_cli_prune_taylor(const cx_graph *model, const cx_train_opts *o, int batches,
                               cx_channel_taylor **out) {
   *out = NULL;
   if (!o->train_path) return no_data();
-  int64_t micro = o->batch_size / (o->accum_steps > 1 ? o->accum_steps : 1);
-  cx_program *p = NULL;
-  cx_loader *l = NULL;
+  cx_cli_prune_pass pass;
   cx_channel_taylor *t = NULL;
   cx_train_ext e;
-  int64_t epoch = 0;
-  cx_status s = compile(model, o, micro, &p);
-  if (s == CX_OK) s = open_loader(o, micro, &l);
+  cx_status s = cx_cli_prune_pass_open(model, o, &pass);
   if (s == CX_OK) s = cx_channel_taylor_new(&t);
-  if (s == CX_OK) e = cx_channel_taylor_ext(t), s = e.opened(e.self, p);
-  if (s == CX_OK) cx_program_set_grad_hook(p, grad_ready, &e);
+  if (s == CX_OK) e = cx_channel_taylor_ext(t), s = e.opened(e.self, pass.p);
+  if (s == CX_OK) cx_program_set_grad_hook(pass.p, grad_ready, &e);
   for (int i = 0; s == CX_OK && i < batches; i++) {
-    s = score_batch(p, l, &epoch, o->train_path, i == 0);
-    if (s == CX_OK) s = e.before_update(e.self, p); /* the extension's first failure, if any */
+    s = cx_cli_prune_pass_forward(&pass);
+    if (s == CX_OK) s = cx_program_backward(pass.p);
+    if (s == CX_OK) s = e.before_update(e.self, pass.p); /* the extension's first failure */
   }
-  cx_loader_close(l);
-  cx_program_free(p);
+  cx_cli_prune_pass_close(&pass);
   if (s != CX_OK) return cx_channel_taylor_free(t), s;
   *out = t;
   return CX_OK;
@@ -137,6 +146,25 @@ static cx_status allocate(const cx_graph *g, const cx_cli_prune *p, const cx_tra
   return s;
 }
 
+/* After the cut: BatchNorm recalibration where there is training data (the key given without
+ * it is an error; its default is then skipped, and the log says so). */
+static cx_status recalibrate(cx_graph *g, const cx_cli_prune *p, const cx_train_opts *o,
+                             FILE *log) {
+  bool data = o && o->train_path, asked = p->table && cx_toml_get(p->table, "recalibrate_bn");
+  int n_bn = 0;
+  if (p->recalibrate_bn <= 0 || (!data && !asked)) {
+    if (log && p->recalibrate_bn > 0)
+      fprintf(log, "prune: BatchNorm statistics as before the cut (recalibrating them needs "
+              "training data: --data)\n");
+    return CX_OK;
+  }
+  CX_TRY(cx_cli_prune_recalibrate(g, o, p->recalibrate_bn, &n_bn));
+  if (log && n_bn)
+    fprintf(log, "prune: BatchNorm statistics of %d layers recalibrated on %d batches of %s\n",
+            n_bn, p->recalibrate_bn, o->train_path);
+  return CX_OK;
+}
+
 cx_status cx_cli_prune_channels(const cx_graph *g, const cx_cli_prune *p, const cx_train_opts *o,
                                 FILE *log, cx_graph **out, cx_prune_channel_stats *st) {
   *out = NULL;
@@ -155,6 +183,8 @@ cx_status cx_cli_prune_channels(const cx_graph *g, const cx_cli_prune *p, const 
   cx_status s = p->allocate_sensitivity
                     ? allocate(g, p, o, scores, log, &sens, &fraction, &c) : CX_OK;
   if (s == CX_OK) s = cx_prune_channels(g, &c, scores, log, out, st);
+  if (s == CX_OK) s = recalibrate(*out, p, o, log);
+  if (s != CX_OK) cx_graph_free(*out), *out = NULL;
   cx_cli_sensitivity_free(&sens);
   free(fraction);
   cx_channel_taylor_free(t);

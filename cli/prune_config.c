@@ -8,7 +8,7 @@
 
 const char *const cx_cli_prune_keys[] = {
     "method", "sparsity", "scope", "importance", "initial_sparsity", "start", "end", "every",
-    "include", "exclude", "round_to", "taylor_batches", "allocate", NULL};
+    "include", "exclude", "round_to", "taylor_batches", "allocate", "recalibrate_bn", NULL};
 
 /* method = "magnitude", "channel" or "N:M" ("2:4"). */
 static cx_status read_method(const cx_toml *t, cx_prune_config *c) {
@@ -62,6 +62,21 @@ static cx_status read_taylor(const cx_toml *t, cx_cli_prune *p) {
   return CX_OK;
 }
 
+/* One-shot channel pruning recalibrates BatchNorm on 32 batches by default (where there is
+ * training data); the other methods keep training with masks, which BatchNorm follows. */
+static cx_status read_recalibrate(const cx_toml *t, cx_cli_prune *p) {
+  int64_t v;
+  const cx_toml *n = cx_toml_get(t, "recalibrate_bn");
+  bool once = cx_prune_channel_once(&p->c);
+  if (n && !once)
+    return cx_toml_fail(n, CX_ERR_FORMAT, "recalibrates after a one-shot channel cut: it is for "
+                        "method = \"channel\" with start = end = 0");
+  CX_TRY(cx_toml_int(t, "recalibrate_bn", once ? 32 : 0, &v));
+  CX_TRY(cx_cli_key_range(t, "recalibrate_bn", (double)v, 0, 1e6, false));
+  p->recalibrate_bn = (int)v;
+  return CX_OK;
+}
+
 cx_status cx_cli_prune_read(const cx_toml *t, cx_cli_prune *p) {
   static const char *const scopes[] = {"global", "layer", NULL};
   static const char *const importances[] = {"l1", "l2", "bn", "taylor", NULL};
@@ -77,6 +92,7 @@ cx_status cx_cli_prune_read(const cx_toml *t, cx_cli_prune *p) {
   c->importance = (cx_prune_importance)importance;
   CX_TRY(read_numbers(t, c));
   CX_TRY(read_taylor(t, p));
+  CX_TRY(read_recalibrate(t, p));
   static const char *const allocations[] = {"importance", "sensitivity", NULL};
   int allocate;
   CX_TRY(cx_cli_key_one_of(t, "allocate", allocations, 0, &allocate));

@@ -4,6 +4,7 @@
 /* The pruning keys (docs/prune.md), read from the pipeline's [prune] table or from the options of
  * `compress prune`, which the command writes as such a table: one reader, one set of messages. */
 
+#include "../core/program.h"
 #include "../core/toml.h"
 #include "../prune/channel.h"
 #include "../prune/prune.h"
@@ -17,6 +18,7 @@ typedef struct cx_cli_prune {
   const char **globs; /* include then exclude, pointing into the document; owned array */
   const cx_toml *table;
   int taylor_batches; /* importance "taylor": batches of the scoring pass (cli/prune_channels.c) */
+  int recalibrate_bn; /* channel: batches of BatchNorm recalibration after the cut; 0: none */
   bool allocate_sensitivity; /* allocate = "sensitivity": per-layer ratios from the scan */
 } cx_cli_prune;
 
@@ -54,6 +56,26 @@ cx_status cx_cli_sensitivity_scan(const cx_graph *model, const cx_prune_config *
                                   cx_cli_sensitivity *out);
 void cx_cli_sensitivity_free(cx_cli_sensitivity *s);
 
+/* ---- passes over the training data (cli/prune_channels.c) ---- */
+
+/* The model with its cross-entropy loss compiled for training at o's micro-batch, and a loader
+ * of o's training data (o->train_path, part, seed; the evaluation preprocessing, no random
+ * augmentation; full batches): the passes that read training data before the channels are
+ * chosen (Taylor scores) or after they are cut (BatchNorm recalibration). Seeded, so a resumed
+ * stage sees the same batches and rebuilds the same graph. */
+typedef struct cx_cli_prune_pass {
+  cx_program *p;
+  cx_loader *l;
+  const char *path;
+  int64_t epoch, batches;
+} cx_cli_prune_pass;
+
+cx_status cx_cli_prune_pass_open(const cx_graph *model, const cx_train_opts *o,
+                                 cx_cli_prune_pass *pass);
+/* The next batch (a new epoch after the last) written into the program and run forward. */
+cx_status cx_cli_prune_pass_forward(cx_cli_prune_pass *pass);
+void cx_cli_prune_pass_close(cx_cli_prune_pass *pass);
+
 /* ---- Taylor importance (cli/prune_channels.c) ---- */
 
 /* The scoring pass: the model's cross-entropy loss forward and backward on `batches` batches of
@@ -62,9 +84,21 @@ void cx_cli_sensitivity_free(cx_cli_sensitivity *s);
  * The model is not changed. */
 cx_status cx_cli_prune_taylor(const cx_graph *model, const cx_train_opts *o, int batches,
                               cx_channel_taylor **out);
+/* ---- BatchNorm recalibration (cli/prune_recalibrate.c) ---- */
+
+/* EagleEye's "adaptive BN" (Li et al. 2020; in PyTorch: momentum=None and forward passes in
+ * train mode): after a cut that changed what every later layer sees, the running statistics
+ * still describe the model before it. They are re-estimated from `batches` passes over o's
+ * training data (cx_cli_prune_pass), each batch's mean and unbiased variance weighted equally,
+ * and written into the model's BatchNormalization initializers; nothing else changes. *n_bn:
+ * the BatchNormalization nodes recalibrated (0: none, the model is left as it is). */
+cx_status cx_cli_prune_recalibrate(cx_graph *model, const cx_train_opts *o, int batches,
+                                   int *n_bn);
+
 /* cx_prune_channels with p's configuration; for importance "taylor" the scores come from the
  * scoring pass on o's training data first (o NULL or without training data: an error that says
- * so). */
+ * so); with training data and recalibrate_bn > 0 the pruned graph's BatchNorm statistics are
+ * recalibrated after. */
 cx_status cx_cli_prune_channels(const cx_graph *g, const cx_cli_prune *p, const cx_train_opts *o,
                                 FILE *log, cx_graph **out, cx_prune_channel_stats *st);
 

@@ -237,7 +237,9 @@ if [[ $kd == 0 ]]; then
   expect_in prune out "distill: complete"
   expect_in prune out "prune: 24 steps"
   expect_in prune out "prune: teacher outputs of 0 batches computed, 24 read from the cache"
-  # the cut alone, before the fine-tune, scored and reported beside the stage's own top-1
+  # the cut alone (BatchNorm recalibrated after it), before the fine-tune, scored and reported
+  # beside the stage's own top-1
+  expect_in prune out "layers recalibrated on 32 batches of"
   expect_in prune out "prune: pruned, before fine-tuning: validation top-1"
   grep -q "Stage prune, pruned, before fine-tuning: top-1 [0-9.]*%" "$r/report.md" ||
     fail "prune: the report's note on the model before fine-tuning"

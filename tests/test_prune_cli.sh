@@ -118,6 +118,11 @@ bad taylor-gradual "$r20" --method channel --importance taylor --end 8 --every 4
 expect_in taylor-gradual err "gradual channel schedule"
 bad method "$r20" --method 4:2
 expect_in method err "4:2"
+bad recal-magnitude "$r20" --recalibrate-bn 4
+expect_in recal-magnitude err "one-shot channel"
+bad recal-nodata "$r20" --method channel --recalibrate-bn 4
+expect_in recal-nodata err "--data"
+expect_in channel out "BatchNorm statistics as before the cut"
 run 1 no-model prune "$work/nope.onnx" -o "$work/nope_out.onnx"
 [[ ! -e $work/nope_out.onnx ]] || fail "no-model: wrote its output"
 
@@ -163,8 +168,10 @@ tune=(--method channel --sparsity 0.3 --data "$work/train.h5" --epochs 1 --batch
   --quiet)
 run 0 taylor-a prune "$r20" -o "$work/ta.onnx" --importance taylor --taylor-batches 4 "${tune[@]}"
 expect_in taylor-a out "Taylor scores from 4 batches"
+expect_in taylor-a out "BatchNorm statistics of 21 layers recalibrated on 32 batches"
 run 0 taylor-b prune "$r20" -o "$work/tb.onnx" --importance taylor --taylor-batches 4 "${tune[@]}"
-run 0 slim prune "$r20" -o "$work/slim.onnx" --train bn_l1=1 "${tune[@]}"
+run 0 slim prune "$r20" -o "$work/slim.onnx" --train bn_l1=1 --recalibrate-bn 0 "${tune[@]}"
+grep -q "BatchNorm statistics" "$work/slim.out" && fail "slim: recalibrated with --recalibrate-bn 0"
 $py - "$work/ta.onnx" "$work/tb.onnx" "$work/slim.onnx" "$work/taylor-a.out" <<'EOF' ||
 import re, sys, onnx, numpy as np
 from onnx import numpy_helper as nh
