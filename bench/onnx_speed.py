@@ -38,10 +38,11 @@ def main():
     med = {k: statistics.median(v) for k, v in runs.items()}
     print(f"batch {args.batch}, {args.threads} threads, median of {args.rounds} rounds of "
           f"{args.steps} steps (ms a batch; speed-up over {args.files[0]})")
+    width = max(len(f) for f in args.files)
     for k in ("ours", "ORT"):
         for f in args.files:
             v = runs[(f, k)]
-            print(f"  {k:4s} {f:40s} {med[(f, k)]:8.2f} ms  "
+            print(f"  {k:4s} {f:{width}s} {med[(f, k)]:8.2f} ms  "
                   f"{med[(args.files[0], k)] / med[(f, k)]:5.2f}x   "
                   f"[{', '.join(f'{t:.1f}' for t in v)}]")
 
