@@ -35,7 +35,9 @@ SPECS = ["resnet20:classes=10,input=1x28x28", "mobilenet_v2:width=0.5,classes=10
 
 
 def ours(args, path, int8=True):
-    env = dict(os.environ, OMP_WAIT_POLICY="passive")
+    # --spin (onnx_speed.py): our default, a short spin (cli/omp_env.c)
+    env = dict(os.environ) if getattr(args, "spin", False) else dict(os.environ,
+                                                                      OMP_WAIT_POLICY="passive")
     if not int8:
         env["CX_INT8"] = "off"
     out = subprocess.run([args.compress, "profile", path, "--batch", str(args.batch), "--threads",
@@ -44,11 +46,11 @@ def ours(args, path, int8=True):
     return json.loads(out)["forward_ms"]
 
 
-def session(path, threads):
+def session(path, threads, spin=False):
     o = ort.SessionOptions()
     o.intra_op_num_threads = threads
     o.inter_op_num_threads = 1
-    o.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    o.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     return ort.InferenceSession(path, o, providers=["CPUExecutionProvider"])
 
 

@@ -5,11 +5,14 @@ than the FP32 one?) answered on a shared machine, where the report's row-by-row 
 Each of ROUNDS rounds times every file in turn, ours (`compress profile FILE --json`, forward ms
 a batch, mean of STEPS after 2 warm-up steps) then ONNX Runtime (InferenceSession.run, mean of
 STEPS after a warm-up), with the same batch and thread count and waiting threads asleep on both
-sides (bench/int8_speed.py says why). Prints each file's median over the rounds and its speed-up
+sides (bench/int8_speed.py says why), or with --spin each runtime's own default (ours: a short
+spin, cli/omp_env.c; ONNX Runtime: spinning), for a quiet machine: a sleeping thread takes tens
+of microseconds to wake at every op, which on a small model at batch 32 is a third of the time
+and hides what a smaller model saves. Prints each file's median over the rounds and its speed-up
 over the first file, in each runtime.
 
 usage: onnx_speed.py [--compress build/compress] [--batch 32] [--threads 2] [--rounds 7]
-                     [--steps 20] BASE.onnx OTHER.onnx ..."""
+                     [--steps 20] [--spin] BASE.onnx OTHER.onnx ..."""
 import argparse
 import statistics
 
@@ -25,9 +28,10 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--spin", action="store_true")
     p.add_argument("files", nargs="+")
     args = p.parse_args()
-    sessions = [session(f, args.threads) for f in args.files]
+    sessions = [session(f, args.threads, args.spin) for f in args.files]
     shape = [args.batch] + list(sessions[0].get_inputs()[0].shape[1:])
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     runs = {(f, k): [] for f in args.files for k in ("ours", "ORT")}
@@ -36,7 +40,8 @@ def main():
             runs[(f, "ours")].append(ours(args, f))
             runs[(f, "ORT")].append(ort_ms(s, x, args.steps))
     med = {k: statistics.median(v) for k, v in runs.items()}
-    print(f"batch {args.batch}, {args.threads} threads, median of {args.rounds} rounds of "
+    print(f"batch {args.batch}, {args.threads} threads, {'spinning' if args.spin else 'passive'} "
+          f"waits, median of {args.rounds} rounds of "
           f"{args.steps} steps (ms a batch; speed-up over {args.files[0]})")
     width = max(len(f) for f in args.files)
     for k in ("ours", "ORT"):
