@@ -12,10 +12,11 @@ Reads OUT_DIR/report.json for the validation set; FP32 is the quantize stage's i
   - speed at --batch (32) with --threads (2), ROUNDS rounds alternating: ONNX Runtime on the
     FP32 file, ours and the peer (waiting threads sleep: allow_spinning 0), and our runtime on
     FP32 and INT8 (compress profile, OMP_WAIT_POLICY=passive), as bench/int8_speed.py times
-    them; medians and ratios.
+    them; medians and ratios. --spin: each runtime's default waits instead (quiet machines).
 
 usage: int8_full.py OUT_DIR --train TRAIN.h5 [--compress build/compress] [--batches 32]
-                    [--calib-batch 128] [--threads 2] [--batch 32] [--rounds 5] [--steps 20]"""
+                    [--calib-batch 128] [--threads 2] [--batch 32] [--rounds 5] [--steps 20]
+                    [--spin]"""
 import argparse
 import json
 import os
@@ -95,6 +96,8 @@ def main():
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--spin", action="store_true", help="each runtime's default waits "
+                   "(onnx_speed.py says why): for a quiet machine")
     args = p.parse_args()
     report = json.load(open(os.path.join(args.out, "report.json"), encoding="utf-8"))
     val = report["validation"]
@@ -131,7 +134,7 @@ def main():
               f"Runtime: {100 * agree:.2f}% (with its graph optimizations off, the ONNX ops "
               f"as defined: {100 * agree_plain:.2f}%)")
         xs = x[:args.batch]
-        sessions = {k: session(v, args.threads) for k, v in
+        sessions = {k: session(v, args.threads, args.spin) for k, v in
                     [("ORT FP32", fp32), ("ORT ours INT8", int8), ("ORT quantize_static", ref)]}
         runs = {k: [] for k in ["ORT FP32", "ORT ours INT8", "ORT quantize_static",
                                 "our runtime FP32", "our runtime INT8"]}
