@@ -11,6 +11,7 @@ apt_packages=(
   libhdf5-dev                              # data sets and checkpoints
   zlib1g-dev                               # gzipped IDX files
   libopenmpi-dev openmpi-bin               # data-parallel training
+  iproute2                                 # two hosts in network namespaces (test_ddp_netns)
   libpng-dev libjpeg62-turbo-dev           # image-folder importer
   python3 python3-numpy python3-torch      # reference fixtures and benchmarks
   python3-venv                             # the tests' Python is a venv (below)
