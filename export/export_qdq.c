@@ -9,16 +9,17 @@
  * same values (common-subexpression elimination), and a Q read by several DQs fuses into
  * neither QLinearConv nor QLinearAdd (docs/quantize.md, "Export").
  *
- * Names, for Netron: node N with output O writes "N/quantized" (the INT8 weight or the Q
- * output), "N/scale", "N/zero_point", nodes "N/Q" (QuantizeLinear) and "N/DQ" (DequantizeLinear:
- * short, since a small model's file spent 0.5% of its bytes on the op names repeated); the
- * first DequantizeLinear writes O itself, later pairs "O_1", "N/quantized_1", ... A weight's
- * zero point that is all zeros (every one, in the default symmetric mode) is one initializer
- * per type and size, "zero_point/int8[C]", read by every weight's DequantizeLinear that needs
- * it: a file of small layers spent 2% of its bytes on copies of it. It stays written, not
- * omitted as ONNX allows, because TensorRT 8's parser requires the input. Activation pairs keep
- * their own: with one shared zero point ONNX Runtime merged the Q nodes of a residual Add's
- * inputs and fused no QLinearAdd (measured on the full example's student). */
+ * Names, for Netron: node N with output O writes "N/int8" (or "N/uint8": the INT8 weight or
+ * the Q output), "N/scale", nodes "N/Q" (QuantizeLinear) and "N/DQ" (DequantizeLinear); the
+ * first DequantizeLinear writes O itself, later pairs "O_1", "N/int8_1", ... Names are short
+ * and zero points shared because on a small model they are a visible part of the file (the
+ * full example's student: 3% of the INT8 file). A zero point that is all zeros (every one, in
+ * the default symmetric mode) is one initializer per type and size, "zero_point/int8" or
+ * "zero_point/int8[C]", read by every weight's DequantizeLinear and every value's first
+ * activation pair; it stays written, not omitted as ONNX allows, because TensorRT 8's parser
+ * requires the input. A value's later pairs keep their own ("N/zero_point_1", ...): with one
+ * zero point for all, ONNX Runtime merged the two Q nodes in front of a residual Add and fused
+ * no QLinearAdd (measured on the full example's student). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,8 @@ static cx_status read_qparams(const cx_exporter *ex, int node, qparams *p) {
   return check_values(p);
 }
 
+static const char *type_name(cx_dtype q) { return q == CX_U8 ? "uint8" : "int8"; }
+
 /* "<N>/<what><sfx>", unique. */
 static const char *part_name(cx_exporter *ex, const cx_node *n, const char *what,
                              const char *sfx) {
@@ -126,7 +129,7 @@ static bool all_zero(const qparams *p) {
   return true;
 }
 
-/* The one all-zero weight zero point of p's type and size, written the first time it is needed. */
+/* The one all-zero zero point of p's type and size, written the first time it is needed. */
 static const char *shared_zero(cx_exporter *ex, const qparams *p, const cx_shape *s,
                                const int8_t *z) {
   for (int i = 0; i < ex->n_zeros; i++)
@@ -140,7 +143,7 @@ static const char *shared_zero(cx_exporter *ex, const qparams *p, const cx_shape
     ex->cap_zeros = cap;
   }
   char base[64];
-  const char *type = p->q == CX_U8 ? "uint8" : "int8";
+  const char *type = type_name(p->q);
   if (p->per_axis) snprintf(base, sizeof base, "zero_point/%s[%lld]", type, (long long)p->count);
   else snprintf(base, sizeof base, "zero_point/%s", type); /* a weight quantized per tensor */
   const char *name = cx_ex_unique_name(ex, base);
@@ -151,7 +154,7 @@ static const char *shared_zero(cx_exporter *ex, const qparams *p, const cx_shape
 
 /* The scale (f32) and zero point (the quantized type) as initializers: scalars when per tensor,
  * [count] when per axis. */
-static cx_status write_params(cx_exporter *ex, const qparams *p, const char *sfx, bool weight,
+static cx_status write_params(cx_exporter *ex, const qparams *p, const char *sfx, bool share,
                               const char **scale, const char **zero) {
   cx_shape s = p->per_axis ? (cx_shape){.ndim = 1, .d = {p->count}} : (cx_shape){0};
   int8_t *z = cx_ex_alloc(ex, (size_t)p->count);
@@ -163,7 +166,7 @@ static cx_status write_params(cx_exporter *ex, const qparams *p, const char *sfx
   }
   const char *sn = part_name(ex, p->n, "scale", sfx);
   *scale = sn ? cx_ex_add_init(ex, sn, CX_F32, &s, p->scale) : NULL;
-  if (weight && all_zero(p)) {
+  if (share && all_zero(p)) {
     *zero = shared_zero(ex, p, &s, z);
   } else {
     const char *zn = part_name(ex, p->n, "zero_point", sfx);
@@ -200,9 +203,9 @@ cx_status cx_ex_qdq_pair(cx_exporter *ex, int v, const char **name) {
   char sfx[32] = "";
   if (j) snprintf(sfx, sizeof sfx, "_%d", j);
   const char *scale, *zero;
-  CX_TRY(write_params(ex, &p, sfx, false, &scale, &zero));
+  CX_TRY(write_params(ex, &p, sfx, j == 0, &scale, &zero));
   const char *q_name = part_name(ex, n, "Q", sfx), *q_out;
-  if (!q_name || !(q_out = part_name(ex, n, "quantized", sfx))) return cx_ex_nomem();
+  if (!q_name || !(q_out = part_name(ex, n, type_name(p.q), sfx))) return cx_ex_nomem();
   const char *x = ex->g->values[n->in[0]].name;
   if (cx_ex_is_activation_fq(ex, n->in[0])) CX_TRY(cx_ex_qdq_pair(ex, n->in[0], &x)); /* FQ(FQ) */
   const char *ins[3] = {x, scale, zero};
@@ -247,7 +250,7 @@ cx_status cx_ex_lower_fake_quantize(cx_exporter *ex, int node) {
   CX_TRY(read_qparams(ex, node, &p));
   void *q = NULL;
   CX_TRY(quantize_weight(ex, &p, w, &q));
-  const char *qn = part_name(ex, n, "quantized", ""), *scale, *zero;
+  const char *qn = part_name(ex, n, type_name(p.q), ""), *scale, *zero;
   if (!qn || !cx_ex_add_init(ex, qn, p.q, &w->shape, q)) return cx_ex_nomem();
   CX_TRY(write_params(ex, &p, "", true, &scale, &zero));
   return dequantize_node(ex, &p, "", qn, scale, zero, ex->g->values[n->out[0]].name);
