@@ -94,6 +94,8 @@ struct cx_pipeline {
   const cx_backend *backend; /* [run] device's (cli/device.h), set by cx_pipeline_check */
   cx_cli_export export;
   double temperature, alpha; /* [distill] (its defaults without one) */
+  cx_precision teacher_precision; /* [teacher] precision: its forward pass when distilled from */
+  const cx_toml *teacher_precision_node;
   cx_cli_prune prune;        /* [prune]'s pruning keys */
   cx_cli_quant quant;        /* [quantize]'s quantization keys */
   const cx_toml *data;
@@ -193,6 +195,8 @@ typedef struct cx_pipeline_kd_tune {
 } cx_pipeline_kd_tune;
 bool cx_pipeline_has_teacher(const cx_pipeline *p);
 void cx_pipeline_kd_tune_salt(const cx_pipeline *p, char *buf, size_t size);
+/* What the teacher's precision adds to the hash of every stage that distils. */
+void cx_pipeline_teacher_salt(const cx_pipeline *p, char *buf, size_t size);
 cx_status cx_pipeline_kd_tune_begin(cx_stage_run *r, cx_pipeline_kd_tune *t);
 cx_status cx_pipeline_kd_tune_end(cx_stage_run *r, cx_pipeline_kd_tune *t);
 cx_status cx_pipeline_distill_begin(cx_stage_run *r);

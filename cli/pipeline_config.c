@@ -14,6 +14,8 @@ static const char *const top_keys[] = {"run", "data", "teacher", "student", "dis
 static const char *const run_keys[] = {"out_dir", "seed", "threads", "precision", "device",
                                        "keep_checkpoints", NULL};
 static const char *const model_keys[] = {"spec", "onnx", "train", NULL};
+/* [teacher] precision: its forward pass wherever a stage distils from it */
+static const char *const teacher_keys[] = {"spec", "onnx", "train", "precision", NULL};
 static const char *const distill_keys[] = {"temperature", "alpha", NULL};
 static const char *const export_keys[] = {"opset", "fold_bn", NULL};
 
@@ -131,7 +133,7 @@ static cx_status check_models(cx_pipeline *p) {
   const cx_toml *t, *s, *tt = NULL, *st = NULL, *d = cx_toml_get(p->doc, "distill");
   CX_TRY(table(p->doc, "teacher", &t));
   CX_TRY(table(p->doc, "student", &s));
-  CX_TRY(cx_toml_check_keys(t, model_keys));
+  CX_TRY(cx_toml_check_keys(t, teacher_keys));
   CX_TRY(cx_toml_check_keys(s, model_keys));
   CX_TRY(table(t, "train", &tt));
   CX_TRY(table(s, "train", &st));
@@ -151,7 +153,8 @@ cx_status cx_pipeline_read_teacher(cx_pipeline *p, cx_pipeline_stage *s) {
   if (!t) return CX_OK;
   CX_TRY(read_stage(p, s, t, cx_toml_get(t, "train"), NULL));
   s->table = t;
-  return CX_OK;
+  p->teacher_precision_node = cx_toml_get(t, "precision");
+  return cx_train_config_read_precision(t, CX_PRECISION_F32, &p->teacher_precision);
 }
 
 cx_status cx_pipeline_read_scratch(cx_pipeline *p, cx_pipeline_stage *s) {
@@ -181,6 +184,13 @@ void cx_pipeline_distill_salt(const cx_pipeline *p, const cx_pipeline_stage *s, 
   (void)s;
   size_t at = strlen(buf);
   snprintf(buf + at, size - at, "|T=%a|a=%a", p->temperature, p->alpha);
+  cx_pipeline_teacher_salt(p, buf, size);
+}
+
+void cx_pipeline_teacher_salt(const cx_pipeline *p, char *buf, size_t size) {
+  size_t at = strlen(buf);
+  if (p->teacher_precision != CX_PRECISION_F32) /* fp32 keeps the hashes from before the key */
+    snprintf(buf + at, size - at, "|teacher_precision=%d", (int)p->teacher_precision);
 }
 
 /* [prune]: the training keys and the pruning keys (cli/prune_config.h); it prunes the student,
@@ -361,5 +371,8 @@ cx_status cx_pipeline_check(cx_pipeline *p, const cx_backend *backend) {
     cx_graph_free(g);
     CX_TRY(st);
   }
-  return CX_OK;
+  /* the teacher's forward pass, in the words of the key that asks for it */
+  cx_train_config tp = {.path = p->path, .precision_node = p->teacher_precision_node};
+  tp.opts.precision = p->teacher_precision;
+  return cx_train_config_check_precision(&tp, p->backend);
 }

@@ -28,7 +28,8 @@ cx_status cx_pipeline_kd_begin(cx_stage_run *r, const cx_graph *teacher, void **
   cx_train_opts *o = r->opts;
   char cache[CX_CLI_PATH_MAX];
   snprintf(cache, sizeof cache, "%s/teacher_cache", r->out);
-  cx_kd_teacher_spec t = {.graph = teacher, .weight = 1, .name = "teacher"};
+  cx_kd_teacher_spec t = {.graph = teacher, .precision = r->p->teacher_precision, .weight = 1,
+                          .name = "teacher"};
   cx_kd_opts ko = {.kd = cx_kd_config_defaults(), .n_teachers = 1, .teachers = &t,
                    .cache_dir = cache, .quiet = o->quiet};
   ko.kd.temperature = (float)r->p->temperature;
@@ -74,8 +75,9 @@ bool cx_pipeline_has_teacher(const cx_pipeline *p) {
 
 void cx_pipeline_kd_tune_salt(const cx_pipeline *p, char *buf, size_t size) {
   size_t at = strlen(buf);
-  if (cx_pipeline_has_teacher(p))
-    snprintf(buf + at, size - at, "|kd|T=%a|a=%a", p->temperature, p->alpha);
+  if (!cx_pipeline_has_teacher(p)) return;
+  snprintf(buf + at, size - at, "|kd|T=%a|a=%a", p->temperature, p->alpha);
+  cx_pipeline_teacher_salt(p, buf, size);
 }
 
 cx_status cx_pipeline_kd_tune_begin(cx_stage_run *r, cx_pipeline_kd_tune *t) {

@@ -77,10 +77,13 @@ cx_status cx_kd_adapters_strip(cx_graph *student);
 typedef struct cx_kd_teacher cx_kd_teacher;
 
 /* Compiles `teacher` as an inference program for batches of `batch` (no activations kept for a
- * backward pass, no gradients). Its image input is "input", or its only graph input; its logits
- * its first output. Values named in `features` become outputs too (feature hints). */
-cx_status cx_kd_teacher_open(const cx_graph *teacher, const cx_backend *backend, int64_t batch,
-                             const char *const *features, int n_features, cx_kd_teacher **out);
+ * backward pass, no gradients), computing in `precision` (CX_PRECISION_BF16: bf16 autocast in the
+ * kernels that have it, the backend permitting). Its image input is "input", or its only graph
+ * input; its logits its first output. Values named in `features` become outputs too (feature
+ * hints). */
+cx_status cx_kd_teacher_open(const cx_graph *teacher, const cx_backend *backend,
+                             cx_precision precision, int64_t batch, const char *const *features,
+                             int n_features, cx_kd_teacher **out);
 void cx_kd_teacher_close(cx_kd_teacher *t);
 int64_t cx_kd_teacher_classes(const cx_kd_teacher *t);
 /* The teacher's input as [C, H, W]. */
@@ -161,6 +164,9 @@ void cx_kd_combine_teachers(const float *const *logits, const float *weights, in
 
 typedef struct cx_kd_teacher_spec {
   const cx_graph *graph;
+  /* its forward pass: CX_PRECISION_F32 (0) or CX_PRECISION_BF16 (about 1.6x faster with
+   * AVX512-BF16; its outputs differ within bf16's precision, so its cache is another) */
+  cx_precision precision;
   float weight;     /* 0: 1 */
   const char *name; /* for messages and the cache description; NULL: "teacher<i>" */
 } cx_kd_teacher_spec;

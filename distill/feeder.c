@@ -58,6 +58,7 @@ typedef struct key_parts {
   const cx_train_opts *train;
   int64_t micro;
   int k;
+  cx_precision precision; /* the teacher's forward pass */
 } key_parts;
 
 static uint64_t hash_parts(uint64_t h, const key_parts *p) {
@@ -66,6 +67,8 @@ static uint64_t hash_parts(uint64_t h, const key_parts *p) {
                     (int64_t)p->data), p->samples);
   h = hash_i(hash_aug(h, a), p->k);
   if (cx_kd_aug_random(a)) h = hash_i(h, (int64_t)p->train->seed);
+  /* fp32 keeps the keys caches had before the precision was a choice */
+  if (p->precision != CX_PRECISION_F32) h = hash_i(h, p->precision);
   /* mixed pairs are formed within a batch: the batch layout decides which images are mixed;
    * data-parallel ranks each keep their own shard of the cache (their samples) */
   if (cx_kd_aug_mixing(a) || p->train->loader.world > 1)
@@ -83,6 +86,10 @@ static void describe(char *buf, size_t size, const teacher *t, const key_parts *
                    (unsigned long long)p->data, (int)a->crop, a->pad, (int)a->flip,
                    (double)a->cutout_prob, (double)a->mixup_alpha, (double)a->cutmix_alpha);
   if (n < 0 || (size_t)n >= size) return;
+  if (p->precision == CX_PRECISION_BF16) {
+    int m = snprintf(buf + n, size - (size_t)n, "forward in bf16; ");
+    if (m < 0 || (size_t)(n += m) >= size) return;
+  }
   if (!cx_kd_aug_random(a)) snprintf(buf + n, size - (size_t)n, "deterministic: one epoch");
   else if (!cx_kd_aug_mixing(a) && o->loader.world <= 1)
     snprintf(buf + n, size - (size_t)n, "seed %llu", (unsigned long long)o->seed);
@@ -93,8 +100,9 @@ static void describe(char *buf, size_t size, const teacher *t, const key_parts *
 
 static cx_status open_cache(cx_kd *kd, teacher *t, const cx_kd_opts *o, const cx_train_opts *train,
                             int64_t samples) {
-  key_parts p = {.teacher = cx_kd_graph_hash(o->teachers[t - kd->teachers].graph),
-                 .samples = samples, .train = train, .micro = kd->micro, .k = o->cache_k};
+  const cx_kd_teacher_spec *sp = &o->teachers[t - kd->teachers];
+  key_parts p = {.teacher = cx_kd_graph_hash(sp->graph), .samples = samples, .train = train,
+                 .micro = kd->micro, .k = o->cache_k, .precision = sp->precision};
   CX_TRY(cx_kd_data_identity(train->train_path, train->train_part, &p.data));
   uint64_t h1 = hash_parts(CX_FNV_OFFSET, &p), h2 = hash_parts(h1 ^ 0x9e3779b97f4a7c15ULL, &p);
   char key[CX_KD_KEY_HEX + 1], desc[1024];
@@ -158,7 +166,7 @@ static cx_status open_teachers(cx_kd *kd, const cx_kd_opts *o, const cx_train_op
     if (!sp->name) snprintf(t->name, sizeof t->name, "teacher%d", i);
     t->weight = sp->weight > 0 ? sp->weight : 1.0f;
     if (!sp->graph) return cx_fail(CX_ERR_ARG, "teacher '%s' has no graph", t->name);
-    CX_TRY(cx_kd_teacher_open(sp->graph, train->backend, kd->micro, names,
+    CX_TRY(cx_kd_teacher_open(sp->graph, train->backend, sp->precision, kd->micro, names,
                               i == 0 ? o->kd.n_hints : 0, &t->t));
     CX_TRY(check_teacher(t, d, &train->loader.aug, train->train_path));
     t->logits = malloc(sizeof(float) * (size_t)(kd->micro * d->num_classes));

@@ -85,12 +85,13 @@ static cx_status alloc_outputs(cx_kd_teacher *t) {
 }
 
 static cx_status open_program(cx_kd_teacher *t, const cx_graph *teacher,
-                              const cx_backend *backend, const char *const *features, int n) {
+                              const cx_backend *backend, cx_precision precision,
+                              const char *const *features, int n) {
   const char *in_name = NULL;
   CX_TRY(image_input(teacher, &in_name));
   cx_graph *g = NULL;
   CX_TRY(with_outputs(teacher, features, n, &g));
-  cx_compile_opts co = {.batch = t->batch, .backend = backend};
+  cx_compile_opts co = {.batch = t->batch, .backend = backend, .precision = precision};
   cx_status s = cx_program_compile(g, &co, &t->p);
   cx_graph_free(g);
   if (s != CX_OK) {
@@ -109,14 +110,15 @@ static cx_status open_program(cx_kd_teacher *t, const cx_graph *teacher,
   return alloc_outputs(t);
 }
 
-cx_status cx_kd_teacher_open(const cx_graph *teacher, const cx_backend *backend, int64_t batch,
-                             const char *const *features, int n_features, cx_kd_teacher **out) {
+cx_status cx_kd_teacher_open(const cx_graph *teacher, const cx_backend *backend,
+                             cx_precision precision, int64_t batch, const char *const *features,
+                             int n_features, cx_kd_teacher **out) {
   *out = NULL;
   if (batch <= 0) return cx_fail(CX_ERR_ARG, "teacher: batch %lld must be positive", (long long)batch);
   cx_kd_teacher *t = calloc(1, sizeof *t);
   if (!t) return cx_fail(CX_ERR_NOMEM, "out of memory");
   t->batch = batch;
-  cx_status s = open_program(t, teacher, backend, features, n_features);
+  cx_status s = open_program(t, teacher, backend, precision, features, n_features);
   if (s != CX_OK) {
     cx_kd_teacher_close(t);
     return s;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../core/program.h"
+#include "../distill/distill.h"
 #include "../kernels/cpu/cpu.h"
 #include "../models/zoo.h"
 #include "../train/train_graph.h"
@@ -210,6 +211,37 @@ static void check_resnet_step(void) {
   cx_graph_free(m);
 }
 
+/* A distillation teacher in bf16 (`[teacher] precision = "bf16"`): the fused inference program of
+ * a trained-shape ResNet-20 on the same images, its logits within bf16's rounding of f32's. */
+static void check_teacher(void) {
+  cx_graph *m = NULL;
+  CHECK(cx_model_build("resnet20:classes=10,input=1x28x28", &m, NULL) == CX_OK, "resnet20: %s",
+        cx_last_error());
+  cx_kd_teacher *t32 = NULL, *t16 = NULL;
+  const cx_backend *cpu = cx_backend_cpu();
+  cx_status s = m ? cx_kd_teacher_open(m, cpu, CX_PRECISION_F32, 8, NULL, 0, &t32) : CX_ERR_ARG;
+  if (s == CX_OK) s = cx_kd_teacher_open(m, cpu, CX_PRECISION_BF16, 8, NULL, 0, &t16);
+  CHECK(s == CX_OK, "teacher: %s", cx_last_error());
+  float *x = malloc(sizeof(float) * 8 * 28 * 28);
+  rng_state = 99;
+  for (int i = 0; x && i < 8 * 28 * 28; i++) x[i] = uniform();
+  if (s == CX_OK && x) s = cx_kd_teacher_run(t32, x, 8);
+  if (s == CX_OK && x) s = cx_kd_teacher_run(t16, x, 8);
+  CHECK(s == CX_OK, "teacher run: %s", cx_last_error());
+  if (s == CX_OK) {
+    const float *a = cx_kd_teacher_logits(t32), *b = cx_kd_teacher_logits(t16);
+    double d = 0, n = 0;
+    for (int i = 0; i < 8 * 10; i++) d += ((double)b[i] - a[i]) * (b[i] - a[i]), n += (double)a[i] * a[i];
+    double e = sqrt(d / n);
+    printf("teacher in bf16: logits relative error %.2e\n", e);
+    CHECK(e > 0 && e <= TOL, "teacher in bf16: relative error %.3e of its logits", e);
+  }
+  free(x);
+  cx_kd_teacher_close(t32);
+  cx_kd_teacher_close(t16);
+  cx_graph_free(m);
+}
+
 /* A precision the CPU cannot compute in is refused with the reason, not run in f32. */
 static void check_refusals(void) {
   cx_graph *g = cx_graph_new();
@@ -255,6 +287,7 @@ int main(void) {
   check_matmul();
   check_depthwise_stays_f32();
   check_resnet_step();
+  check_teacher();
   printf("%s: %d failure(s)\n", fails ? "FAIL" : "ok", fails);
   return fails != 0;
 }

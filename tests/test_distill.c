@@ -7,7 +7,7 @@
  *
  * `test_distill --bench` instead measures a KD step's throughput for a ResNet-20 teacher and a
  * MobileNetV2-0.5 student on 1x28x28: student alone, teacher running, cache being filled, cache
- * read; then, as `--latency` does alone, both models' latency on our runtime and in ONNX Runtime,
+ * read, and (on a CPU with AVX512-BF16) the teacher running in bf16; then, as `--latency` does alone, both models' latency on our runtime and in ONNX Runtime,
  * printed as the report writer's Markdown. */
 #include <math.h>
 #include <stdio.h>
@@ -220,7 +220,8 @@ static void on_step(void *user, const cx_train_step_info *s) {
   cpu_last = cpu_now(), step_last = s->step;
 }
 
-static rate kd_rate(const char *train, const cx_graph *teacher, const char *cache) {
+static rate kd_rate(const char *train, const cx_graph *teacher, const char *cache,
+                    cx_precision precision) {
   rate out = {NAN, NAN, NAN, 0};
   cx_graph *s = NULL;
   if (cx_model_build("mobilenet_v2:width=0.5,classes=10,input=1x28x28", &s, NULL) != CX_OK)
@@ -228,7 +229,7 @@ static rate kd_rate(const char *train, const cx_graph *teacher, const char *cach
   cx_train_opts o = recipe(train, NULL, 128, 1);
   o.log_every = 1;
   cx_kd *kd = NULL;
-  cx_kd_teacher_spec t = {.graph = teacher, .name = "resnet20"};
+  cx_kd_teacher_spec t = {.graph = teacher, .precision = precision, .name = "resnet20"};
   cx_kd_opts ko = {.kd = cx_kd_config_defaults(), .n_teachers = 1, .teachers = &t,
                    .cache_dir = cache};
   cx_status st = teacher ? cx_kd_open(&ko, &o, &kd) : CX_OK;
@@ -303,16 +304,19 @@ static int bench(const paths *p) {
     printf("FAIL %s\n", cx_last_error());
     return 1;
   }
-  const char *names[4] = {"student alone", "KD, teacher running", "KD, filling the cache",
-                          "KD, from the cache"};
-  rate best[4] = {{0}};
+  const char *names[5] = {"student alone", "KD, teacher running", "KD, filling the cache",
+                          "KD, from the cache", "KD, teacher in bf16"};
+  const cx_backend *cpu = cx_backend_cpu();
+  int n = cpu->check_precision(cpu, CX_PRECISION_BF16) == CX_OK ? 5 : 4; /* AVX512-BF16 */
+  rate best[5] = {{0}};
   for (int rep = 0; rep < 2; rep++) {
     char fill[128], read[128];
     snprintf(fill, sizeof fill, "%s/fill%d", p->cache, rep);
     snprintf(read, sizeof read, "%s/fill0", p->cache);
-    rate r[4] = {kd_rate(p->stud, NULL, NULL), kd_rate(p->stud, teacher, NULL),
-                 kd_rate(p->stud, teacher, fill), kd_rate(p->stud, teacher, read)};
-    for (int i = 0; i < 4; i++) {
+    rate r[5] = {kd_rate(p->stud, NULL, NULL, 0), kd_rate(p->stud, teacher, NULL, 0),
+                 kd_rate(p->stud, teacher, fill, 0), kd_rate(p->stud, teacher, read, 0)};
+    if (n == 5) r[4] = kd_rate(p->stud, teacher, NULL, CX_PRECISION_BF16);
+    for (int i = 0; i < n; i++) {
       printf("run %d %-24s %6.0f img/s, %6.0f img per CPU s, teacher %4.1f%% of the time on "
              "%lld batches\n", rep, names[i], r[i].images_per_s, r[i].images_per_cpu_s,
              100 * r[i].teacher_share, (long long)r[i].teacher_batches);
@@ -321,7 +325,7 @@ static int bench(const paths *p) {
         best[i].images_per_cpu_s = r[i].images_per_cpu_s;
     }
   }
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < n; i++)
     printf("best: %-24s %6.0f img/s (%3.0f%% of the student alone), %6.0f img per CPU s (%3.0f%%)\n",
            names[i], best[i].images_per_s, 100 * best[i].images_per_s / best[0].images_per_s,
            best[i].images_per_cpu_s, 100 * best[i].images_per_cpu_s / best[0].images_per_cpu_s);

@@ -347,6 +347,11 @@ config_error missing-data 's/^train = "train.h5"/train = "nope.h5"/' "8:1" "nope
 config_error classes 's/resnet20:classes=10/resnet20:classes=5/' "18:8" \
   "the model has 5 classes (its logits), but"
 config_error precision 's/^threads = 1/precision = "int8"/' "5:13" 'one of "fp32", "bf16", "fp16"'
+# [teacher] precision: the teacher's forward pass when distilled from; a CPU has no fp16
+config_error teacher-precision 's/^spec = "resnet20.*"$/&\nprecision = "fp8"/' "19:13" \
+  'one of "fp32", "bf16", "fp16"'
+config_error teacher-fp16 's/^spec = "resnet20.*"$/&\nprecision = "fp16"/' "19:13" \
+  "fp16 needs a CUDA device"
 config_error precision-fp16 's/^threads = 1/precision = "fp16"/' "5:13" 'fp16 needs a CUDA device'
 config_error device-cuda 's/^threads = 1/device = "cuda"/' "5:10" 'no CUDA backend'
 config_error device-tpu 's/^threads = 1/device = "tpu"/' "5:10" 'one of "cpu", "cuda", "auto"'
