@@ -1,28 +1,44 @@
 #!/usr/bin/env bash
 # Training throughput, compress against PyTorch (best of NCHW and channels_last), same model,
 # batch and thread count, in one run. usage: bench/run_train.sh [BUILD_DIR] (default build)
+#   STEPS=n      timed steps of each run (default 20)
+#   ROUNDS=n     rounds; each runs compress then PyTorch, and the medians are printed (default 3)
+#   THREADS=1,2  thread counts (default 2); every process is pinned to the first THREADS cores
 set -euo pipefail
 cd "$(dirname "$0")/.."
 compress=${1:-build}/compress
 steps=${STEPS:-20}
-printf "%-18s %-6s %14s %14s %8s\n" model prec "compress img/s" "torch img/s" ratio
-run() { # NAME SPEC TORCH_NAME PRECISION
-  local ours theirs
-  ours=$("$compress" bench train "$2" --batch 128 --threads 2 --steps "$steps" --precision "$4" --json |
-    /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["images_per_s"])')
-  local flag=""
+rounds=${ROUNDS:-3}
+threads_list=${THREADS:-2}
+median() { /usr/bin/python3 -c 'import statistics,sys; v=[float(x) for x in sys.argv[1:] if x != "n/a"]; print(statistics.median(v) if v else "n/a")' "$@"; }
+printf "%-18s %-6s %-3s %14s %14s %8s\n" model prec thr "compress img/s" "torch img/s" ratio
+run() { # NAME SPEC TORCH_NAME PRECISION THREADS
+  local ours=() theirs=() cores="0-$(($5 - 1))" flag=""
   [[ $4 == bf16 ]] && flag=--bf16
-  theirs=$(/usr/bin/python3 bench/train_speed_torch.py "$3" --threads 2 --steps "$steps" $flag --json |
-    /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["best"] or "n/a")')
-  if [[ $theirs == n/a ]]; then # PyTorch 1.13 cannot train it in bf16 (no bf16 ReLU6 backward)
-    /usr/bin/python3 -c "print('%-18s %-6s %14.1f %14s %8s' % ('$1', '$4', $ours, 'n/a', 'n/a'))"
+  for ((r = 0; r < rounds; r++)); do
+    ours+=("$(taskset -c "$cores" "$compress" bench train "$2" --batch 128 --threads "$5" \
+      --steps "$steps" --precision "$4" --json |
+      /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["images_per_s"])')")
+    theirs+=("$(taskset -c "$cores" /usr/bin/python3 bench/train_speed_torch.py "$3" --threads "$5" \
+      --steps "$steps" $flag --json |
+      /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["best"] or "n/a")')")
+  done
+  local a b
+  a=$(median "${ours[@]}")
+  b=$(median "${theirs[@]}")
+  if [[ $b == n/a ]]; then # PyTorch 1.13 cannot train it in bf16 (no bf16 ReLU6 backward)
+    /usr/bin/python3 -c "print('%-18s %-6s %-3s %14.1f %14s %8s' % ('$1', '$4', '$5', $a, 'n/a', 'n/a'))"
   else
-    /usr/bin/python3 -c "print('%-18s %-6s %14.1f %14.1f %7.2fx' % ('$1', '$4', $ours, $theirs, $ours / $theirs))"
+    /usr/bin/python3 -c "print('%-18s %-6s %-3s %14.1f %14.1f %7.2fx' % ('$1', '$4', '$5', $a, $b, $a / $b))"
   fi
 }
-run resnet20 "resnet20:classes=10,input=1x28x28" resnet20 fp32
-run mobilenet_v2_0.5 "mobilenet_v2:width=0.5,classes=10,input=1x28x28" mobilenet_v2_0.5 fp32
-run mobilenet_v2 "mobilenet_v2:classes=10,input=3x32x32" mobilenet_v2 fp32
-# bf16 autocast: needs a CPU with AVX512-BF16 (compress refuses it elsewhere)
-run resnet20 "resnet20:classes=10,input=1x28x28" resnet20 bf16
-run mobilenet_v2_0.5 "mobilenet_v2:width=0.5,classes=10,input=1x28x28" mobilenet_v2_0.5 bf16
+IFS=, read -ra thread_counts <<<"$threads_list"
+for t in "${thread_counts[@]}"; do
+  run resnet20 "resnet20:classes=10,input=1x28x28" resnet20 fp32 "$t"
+  run mobilenet_v2_0.5 "mobilenet_v2:width=0.5,classes=10,input=1x28x28" mobilenet_v2_0.5 fp32 "$t"
+  run mobilenet_v2 "mobilenet_v2:classes=10,input=3x32x32" mobilenet_v2 fp32 "$t"
+  # bf16 autocast: needs a CPU with AVX512-BF16 (compress refuses it elsewhere)
+  run resnet20 "resnet20:classes=10,input=1x28x28" resnet20 bf16 "$t"
+  run mobilenet_v2_0.5 "mobilenet_v2:width=0.5,classes=10,input=1x28x28" mobilenet_v2_0.5 bf16 "$t"
+  run mobilenet_v2 "mobilenet_v2:classes=10,input=3x32x32" mobilenet_v2 bf16 "$t"
+done
