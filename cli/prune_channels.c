@@ -83,7 +83,8 @@ cx_status cx_cli_prune_pass_forward(cx_cli_prune_pass *pass) {
     CX_TRY(cx_loader_epoch_begin(pass->l, ++pass->epoch));
     CX_TRY(cx_loader_next(pass->l, &b));
   }
-  if (pass->batches++ == 0) CX_TRY(cx_check_model_input(cx_program_graph(pass->p), &b, pass->path));
+  if (pass->batches++ == 0)
+    CX_TRY(cx_check_model_input(cx_program_graph(pass->p), &b, pass->path));
   size_t per = (size_t)(b.c * b.h * b.w) * sizeof(float);
   CX_TRY(cx_program_write_input(pass->p, "input", b.images, per * (size_t)b.size));
   CX_TRY(cx_program_write_input(pass->p, "labels", b.labels, sizeof(int64_t) * (size_t)b.size));

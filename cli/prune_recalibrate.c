@@ -9,22 +9,22 @@
 #include "../core/program.h"
 #include "prune_config.h"
 
-typedef struct stat {
+typedef struct bn_stat {
   int value;           /* a running mean or variance of the model */
   const cx_tensor *t;  /* the same in the program */
   double *sum;
   float *batch;
-} stat;
+} bn_stat;
 
 static bool is_bn(const cx_node *n) {
   return !strcmp(n->op->name, "BatchNormalization") && n->n_in == 5;
 }
 
-static cx_status find_stats(const cx_graph *model, cx_program *p, stat *s, int *n) {
+static cx_status find_stats(const cx_graph *model, cx_program *p, bn_stat *s, int *n) {
   for (int i = 0; i < model->n_nodes; i++) {
     const cx_node *nd = &model->nodes[i];
     for (int k = 3; is_bn(nd) && k < 5; k++) {
-      stat *x = &s[(*n)++];
+      bn_stat *x = &s[(*n)++];
       x->value = nd->in[k];
       x->t = cx_program_tensor(p, model->values[x->value].name);
       if (!x->t) return cx_fail(CX_ERR_ARG, "BatchNorm recalibration: node '%s': the training "
@@ -38,7 +38,7 @@ static cx_status find_stats(const cx_graph *model, cx_program *p, stat *s, int *
   return CX_OK;
 }
 
-static cx_status add_batch(cx_cli_prune_pass *pass, stat *s, int n) {
+static cx_status add_batch(cx_cli_prune_pass *pass, bn_stat *s, int n) {
   CX_TRY(cx_cli_prune_pass_forward(pass));
   for (int i = 0; i < n; i++) {
     CX_TRY(cx_program_read(pass->p, s[i].t, s[i].batch));
@@ -47,7 +47,7 @@ static cx_status add_batch(cx_cli_prune_pass *pass, stat *s, int n) {
   return CX_OK;
 }
 
-static void store(cx_graph *model, const stat *s, int n, int batches) {
+static void store(cx_graph *model, const bn_stat *s, int n, int batches) {
   for (int i = 0; i < n; i++) {
     float *init = model->values[s[i].value].init;
     for (int64_t c = 0; c < cx_shape_numel(&s[i].t->shape); c++)
@@ -64,7 +64,7 @@ cx_status cx_cli_prune_recalibrate(cx_graph *model, const cx_train_opts *o, int 
     return cx_fail(CX_ERR_ARG, "BatchNorm recalibration reads training data (compress prune: "
                    "--data TRAIN.h5, or recalibrate_bn = 0)");
   cx_graph *m = cx_graph_clone(model);
-  stat *s = calloc(2 * (size_t)*n_bn, sizeof *s);
+  bn_stat *s = calloc(2 * (size_t)*n_bn, sizeof *s);
   cx_cli_prune_pass pass = {0};
   int n = 0;
   cx_status st = m && s ? cx_graph_status(m) : cx_fail(CX_ERR_NOMEM, "out of memory");

@@ -86,8 +86,9 @@ static void describe(char *buf, size_t size, const teacher *t, const key_parts *
                    (unsigned long long)p->data, (int)a->crop, a->pad, (int)a->flip,
                    (double)a->cutout_prob, (double)a->mixup_alpha, (double)a->cutmix_alpha);
   if (n < 0 || (size_t)n >= size) return;
-  if (p->precision == CX_PRECISION_BF16) {
-    int m = snprintf(buf + n, size - (size_t)n, "forward in bf16; ");
+  if (p->precision != CX_PRECISION_F32) {
+    int m = snprintf(buf + n, size - (size_t)n, "forward in %s; ",
+                     p->precision == CX_PRECISION_BF16 ? "bf16" : "fp16");
     if (m < 0 || (size_t)(n += m) >= size) return;
   }
   if (!cx_kd_aug_random(a)) snprintf(buf + n, size - (size_t)n, "deterministic: one epoch");

@@ -231,7 +231,8 @@ static void check_teacher(void) {
   if (s == CX_OK) {
     const float *a = cx_kd_teacher_logits(t32), *b = cx_kd_teacher_logits(t16);
     double d = 0, n = 0;
-    for (int i = 0; i < 8 * 10; i++) d += ((double)b[i] - a[i]) * (b[i] - a[i]), n += (double)a[i] * a[i];
+    for (int i = 0; i < 8 * 10; i++)
+      d += ((double)b[i] - a[i]) * (b[i] - a[i]), n += (double)a[i] * a[i];
     double e = sqrt(d / n);
     printf("teacher in bf16: logits relative error %.2e\n", e);
     CHECK(e > 0 && e <= TOL, "teacher in bf16: relative error %.3e of its logits", e);
