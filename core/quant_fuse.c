@@ -447,9 +447,39 @@ static void collapse_pairs(qf *q) {
   count_readers(q);
 }
 
+static bool is_graph_output(const cx_graph *g, int v) {
+  for (int k = 0; k < g->n_outputs; k++)
+    if (g->outputs[k] == v) return true;
+  return false;
+}
+
+/* QuantizeLinear nodes alike on one value are one computation. Our exporter writes a pair for
+ * every reader (so that ONNX Runtime fuses each reader's pattern: export/export_qdq.c), which
+ * leaves a residual Add's output read by two alike Q nodes, and no single Q to fuse into. The
+ * first stays; what read the others reads it. */
+static void merge_alike_quantize(qf *q) {
+  cx_graph *g = q->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const cx_node *a = &g->nodes[i];
+    if (q->dead[i] || strcmp(a->op->name, "QuantizeLinear") || a->n_in < 1) continue;
+    for (int j = i + 1; j < g->n_nodes; j++) {
+      const cx_node *b = &g->nodes[j];
+      if (q->dead[j] || strcmp(b->op->name, "QuantizeLinear") || b->n_in < 1 ||
+          b->in[0] != a->in[0] || !same_params(q, a, b) || is_graph_output(g, b->out[0]))
+        continue;
+      for (int r = 0; r < g->n_nodes; r++)
+        for (int k = 0; k < g->nodes[r].n_in; k++)
+          if (g->nodes[r].in[k] == b->out[0]) g->nodes[r].in[k] = a->out[0];
+      q->dead[j] = true;
+    }
+  }
+  count_readers(q);
+}
+
 static cx_status fuse(qf *q) {
   int n_fused = 0;
   count_readers(q);
+  merge_alike_quantize(q);
   collapse_pairs(q);
   for (int i = 0; i < q->n_nodes0; i++) {
     qmatch m;

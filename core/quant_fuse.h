@@ -19,7 +19,9 @@
  * type, so what reads it does not change. DequantizeLinear nodes left without readers go.
  *
  * Add(DQ(a int8), DQ(b int8)) [→ Relu | Clip] → QuantizeLinear, a and b of one shape, becomes
- * QLinearAddFused(a, b): the same f32 operations in one pass over int8 memory.
+ * QLinearAddFused(a, b): the same f32 operations in one pass over int8 memory. QuantizeLinear
+ * nodes alike on one value (the same scale, zero point 0: one pair per reader, as our exporter
+ * writes them) are merged into one first, so an Add read by two of them fuses too.
  *
  * x_q is known to be >= 0 when its QuantizeLinear reads a Relu, a Clip with min >= 0, a fused
  * node whose act_min is >= 0, or a DequantizeLinear of such a value through MaxPool, AveragePool,

@@ -392,6 +392,44 @@ static int check_file(const char *path, const char *npy) {
   return fails;
 }
 
+/* A residual Add read by two alike Q → DQ pairs (one per reader, as our exporter writes them):
+ * the pass merges the two Q nodes and fuses the Add into one QLinearAddFused writing int8; no
+ * float Add is left and both outputs are the simulation's, bit for bit. */
+static int check_merged_quantize(const float *x) {
+  cx_graph *g = cx_graph_new();
+  qdq_names = 0;
+  int in = cx_graph_input(g, "x", CX_F32, &(cx_shape){4, {-1, 3, HW, HW}}), q[4];
+  int a = qdq(g, in, 2.0f / 127, &q[0]);
+  int b = qdq(g, cx_graph_op(g, "Relu", "relu", (int[]){in}, 1), 1.0f / 127, &q[1]);
+  int sum = cx_graph_op(g, "Add", "add", (int[]){a, b}, 2);
+  int o[2] = {qdq(g, sum, 3.0f / 127, &q[2]), qdq(g, sum, 3.0f / 127, &q[3])};
+  cx_graph_mark_output(g, o[0]);
+  cx_graph_mark_output(g, o[1]);
+  cx_program *p8 = run(g, true, x), *pf = run(g, false, x);
+  int fails = !p8 || !pf;
+  if (!fails) {
+    int qa = count_op(p8, "QLinearAddFused"), add = count_op(p8, "Add"),
+        q8 = count_op(p8, "QuantizeLinear");
+    size_t n = (size_t)BATCH * 3 * HW * HW;
+    float *y8 = malloc(2 * n * sizeof(float)), *yf = malloc(2 * n * sizeof(float));
+    for (int k = 0; k < 2 && y8 && yf; k++) {
+      read_value(p8, g, o[k], y8 + k * n);
+      read_value(pf, g, o[k], yf + k * n);
+    }
+    bool same = y8 && yf && !memcmp(y8, yf, 2 * n * sizeof(float));
+    fails = !(qa == 1 && add == 0 && q8 == 2 && same);
+    printf("%s Add read by two alike Q pairs: %d QLinearAddFused, %d Add, %d QuantizeLinear left "
+           "(expected 1, 0, 2: the inputs'); outputs %s the simulation's\n", fails ? "FAIL" : "ok  ",
+           qa, add, q8, same ? "equal to" : "differ from");
+    free(y8);
+    free(yf);
+  }
+  cx_program_free(p8);
+  cx_program_free(pf);
+  cx_graph_free(g);
+  return fails;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) {
     int f = check_file(argv[1], argc > 2 ? argv[2] : NULL);
@@ -414,6 +452,7 @@ int main(int argc, char **argv) {
     cx_program_free(pf);
     cx_graph_free(g);
   }
+  fails += check_merged_quantize(x);
   free(x);
   printf("%s: %d failure(s)\n", fails ? "FAIL" : "ok", fails);
   return fails != 0;
