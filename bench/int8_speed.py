@@ -15,7 +15,7 @@ with other jobs, spinning OpenMP threads that lose their core stall every barrie
 resnet20 FP32 242 ms a batch spinning, 70 ms passive).
 
 usage: int8_speed.py [--compress build/compress] [--batch 32] [--threads 2] [--rounds 5]
-                     [--steps 10] [SPEC ...]"""
+                     [--steps 10] [--spin] [SPEC ...]"""
 import argparse
 import json
 import os
@@ -35,9 +35,8 @@ SPECS = ["resnet20:classes=10,input=1x28x28", "mobilenet_v2:width=0.5,classes=10
 
 
 def ours(args, path, int8=True):
-    # --spin (onnx_speed.py): our default, a short spin (cli/omp_env.c)
-    env = dict(os.environ) if getattr(args, "spin", False) else dict(os.environ,
-                                                                      OMP_WAIT_POLICY="passive")
+    # --spin: our default, a short spin (cli/omp_env.c)
+    env = dict(os.environ) if args.spin else dict(os.environ, OMP_WAIT_POLICY="passive")
     if not int8:
         env["CX_INT8"] = "off"
     out = subprocess.run([args.compress, "profile", path, "--batch", str(args.batch), "--threads",
@@ -72,7 +71,7 @@ def bench(args, spec, tmp):
     rng = np.random.default_rng(0)
     quantize(fp32, int8, rng.standard_normal([64] + shape).astype(np.float32))
     x = rng.standard_normal([args.batch] + shape).astype(np.float32)
-    s_fp32, s_int8 = session(fp32, args.threads), session(int8, args.threads)
+    s_fp32, s_int8 = session(fp32, args.threads, args.spin), session(int8, args.threads, args.spin)
     runs = {k: [] for k in ["ours FP32", "ours INT8", "ours QDQ float", "ORT FP32", "ORT INT8"]}
     for _ in range(args.rounds):
         runs["ours FP32"].append(ours(args, fp32))
@@ -97,6 +96,8 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--spin", action="store_true", help="each runtime's default waits "
+                   "(bench/onnx_speed.py says why): for a quiet machine")
     p.add_argument("specs", nargs="*", default=SPECS)
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
