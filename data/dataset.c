@@ -178,8 +178,9 @@ static cx_status open_checked(cx_dataset *d, const char *name, int rank, bool u8
                               hid_t *out, hsize_t *dims) {
   const char *expect = u8 ? "uint8 [N,H,W,C]" : "int64 [N]";
   htri_t has = H5Lexists(d->file, name + 1, H5P_DEFAULT);
-  if (has <= 0) {
-    H5Eclear2(H5E_DEFAULT);
+  /* a failed lookup is damage (the driver's refusal says which), not a missing dataset */
+  if (has < 0) return cx_h5_fail(CX_ERR_FORMAT, d->path, name, "H5Lexists");
+  if (has == 0) {
     return cx_fail(CX_ERR_FORMAT, "%s: no dataset '%s' (expected %s; see docs/data.md)", d->path,
                    name, expect);
   }

@@ -20,10 +20,10 @@ typedef struct guard_file {
   haddr_t eoa;
   dev_t dev;
   ino_t ino;
-  /* the superblock's address, version and size of offsets, from the read of its fixed part
-   * (version -1 until then) */
+  /* the superblock's address, version, sizes of offsets and lengths, from the read of its fixed
+   * part (version -1 until then) */
   uint64_t sb_addr;
-  int sb_version, sb_offsets;
+  int sb_version, sb_offsets, sb_lengths;
 } guard_file;
 
 #define MAXADDR ((haddr_t)INT64_MAX)
@@ -72,8 +72,8 @@ long long cx_h5_pread(int fd, void *buf, size_t n, uint64_t off) {
   return (long long)done;
 }
 
-unsigned char *cx_h5_gheap_read(int fd, uint64_t off, uint64_t stated) {
-  if (stated > CX_H5_GHEAP_MAX) return NULL;
+unsigned char *cx_h5_read_block(int fd, uint64_t off, uint64_t stated) {
+  if (stated > CX_H5_BLOCK_MAX) return NULL;
   unsigned char *b = calloc(1, stated ? (size_t)stated : 1);
   if (b && cx_h5_pread(fd, b, (size_t)stated, off) < 0) free(b), b = NULL;
   return b;
@@ -109,6 +109,45 @@ bool cx_h5_gheap_ok(const unsigned char *buf, size_t len) {
 
 static bool is_gheap(const unsigned char *buf, size_t len) {
   return len >= GH_HDR && memcmp(buf, "GCOL\001", 5) == 0;
+}
+
+/* ---- the local heap check ----
+ * A local heap (the link names of an old-style group) is a prefix, "HEAP", version 0, 3
+ * reserved bytes, then the data segment's size, the offset of its first free block (1: none)
+ * and the segment's address, 8 bytes each in every file we read; each free block starts with
+ * the offset of the next one and its own size. libhdf5 1.10 (H5HL__fl_deserialize) follows
+ * that list to its end marker, allocating a node per block, and checks each offset against the
+ * segment but not for a loop: a block naming itself as the next took 1.3 GB in 40 million
+ * nodes (fuzz_checkpoint) and would take all memory. Each free block takes its 16 bytes, so a
+ * list longer than the segment has room for is such a loop. */
+
+enum { LH_PREFIX = 32, LH_FREE = 16, LH_FREE_NULL = 1 };
+
+bool cx_h5_lheap_free_list_ok(const unsigned char *seg, uint64_t size, uint64_t head) {
+  for (uint64_t fb = head, n = 0; fb != LH_FREE_NULL; n++) {
+    if (fb >= size) return true; /* libhdf5 refuses it ("bad heap free list") */
+    /* a block too short for its two numbers: libhdf5 reads them past the segment */
+    if (size - fb < LH_FREE || n >= size / LH_FREE) return false;
+    uint64_t next = le(seg + fb, 8), len = le(seg + fb + 8, 8);
+    if (next == 0 || len > size - fb) return true; /* refused by libhdf5 as well */
+    fb = next;
+  }
+  return true;
+}
+
+/* The local heap whose prefix HDF5 read into p[0, n): its free list, from the segment as the
+ * file holds it (HDF5 reads it with the prefix when it follows it, else later). */
+static bool lheap_ok(guard_file *g, const unsigned char *p, size_t n) {
+  if (n < LH_PREFIX || memcmp(p, "HEAP\0", 5) != 0 || g->sb_offsets != 8 || g->sb_lengths != 8)
+    return true;
+  uint64_t size = le(p + 8, 8), head = le(p + 16, 8), at = le(p + 24, 8);
+  uint64_t base = g->pub.base_addr;
+  if (head == LH_FREE_NULL || at > MAXADDR - base || size > g->eoa || at + base > g->eoa - size)
+    return true; /* no free block, or HDF5's read of the segment fails */
+  unsigned char *seg = cx_h5_read_block(g->oh.fd, at + base, size);
+  bool ok = seg && cx_h5_lheap_free_list_ok(seg, size, head);
+  free(seg);
+  return ok;
 }
 
 /* ---- the driver ---- */
@@ -196,7 +235,7 @@ static bool whole_gheap_ok(guard_file *g, haddr_t addr, const unsigned char *p, 
   uint64_t stated = le(p + 8, 8);
   if (stated <= size) return cx_h5_gheap_ok(p, size);
   if (stated > g->eoa - addr) return true; /* HDF5's read of the rest fails: nothing to walk */
-  unsigned char *b = cx_h5_gheap_read(g->oh.fd, addr, stated);
+  unsigned char *b = cx_h5_read_block(g->oh.fd, addr, stated);
   bool ok = b && cx_h5_gheap_ok(b, (size_t)stated);
   free(b);
   return ok;
@@ -210,7 +249,9 @@ static bool whole_gheap_ok(guard_file *g, haddr_t addr, const unsigned char *p, 
  * the block's address is (offset 0x30 of version 0, 0x34 of version 1). */
 static bool superblock_ok(guard_file *g, haddr_t addr, const unsigned char *p, size_t n) {
   if (n >= 9 && memcmp(p, "\211HDF\r\n\032\n", 8) == 0) {
-    g->sb_addr = addr, g->sb_version = p[8], g->sb_offsets = n >= 14 ? p[13] : 0;
+    g->sb_addr = addr, g->sb_version = p[8];
+    int at = g->sb_version < 2 ? 13 : 9; /* where the sizes of offsets and lengths are */
+    g->sb_offsets = (int)n > at + 1 ? p[at] : 0, g->sb_lengths = (int)n > at + 1 ? p[at + 1] : 0;
     return true;
   }
   if (g->sb_version < 0 || g->sb_version > 1 || g->sb_offsets != 8 || addr != g->sb_addr + 16)
@@ -251,6 +292,12 @@ static herr_t guard_read(H5FD_t *f, H5FD_mem_t type, hid_t dxpl, haddr_t addr, s
   if (is_gheap(p, size) && !whole_gheap_ok(g, addr, p, size)) {
     refused = "damaged global heap collection (a free-space object of size 0, or an object past "
               "its end): refused, as libhdf5 1.10 would loop or overrun on it";
+    push(H5E_BADVALUE, __func__, refused);
+    return -1;
+  }
+  if (!lheap_ok(g, p, size)) {
+    refused = "damaged local heap (its free list comes back on itself, or a free block runs "
+              "past it): refused, as libhdf5 1.10 would allocate without end or overrun on it";
     push(H5E_BADVALUE, __func__, refused);
     return -1;
   }

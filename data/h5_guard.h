@@ -11,6 +11,8 @@
  *     a collection whose walk would not advance (a free-space object of size 0, where
  *     H5HG__cache_heap_deserialize loops forever), or with an object that runs past its end
  *     (H5HG_read would copy that many bytes), fails the read instead.
+ *   - Every local heap's free list (an old-style group's link names) must end within its data
+ *     segment: libhdf5 follows it, allocating a node per block, and a loop never ends.
  *   - Every version 1 object header it reads is walked, and an attribute message that libhdf5
  *     would decode past its end, or whose variable-length value would make it allocate without
  *     bound or look up an object its heap lacks, fails the read (data/h5_guard_ohdr.h). */
@@ -53,5 +55,10 @@ cx_status cx_h5_check_regular(const char *path);
 /* The check the driver makes on a global heap collection read into buf[0, len) (it starts with
  * "GCOL"), for the tests: false when libhdf5's walk of its objects would not end. */
 bool cx_h5_gheap_ok(const unsigned char *buf, size_t len);
+
+/* The check the driver makes on a local heap's data segment seg[0, size) whose free list starts
+ * at offset head, for the tests: false when libhdf5's walk of that list would not end, or
+ * would read a free block past the segment. */
+bool cx_h5_lheap_free_list_ok(const unsigned char *seg, uint64_t size, uint64_t head);
 
 #endif

@@ -198,9 +198,9 @@ static bool heap_at(const cx_h5_ohdr_file *f, uint64_t addr, heap_view *h, const
   if (memcmp(hdr, "GCOL\001", 5) != 0)
     return fail(why, "a variable-length value points to no global heap collection");
   uint64_t stated = le(hdr + 8, 8);
-  if (stated < sizeof hdr || stated > f->eof - addr || stated > CX_H5_GHEAP_MAX)
+  if (stated < sizeof hdr || stated > f->eof - addr || stated > CX_H5_BLOCK_MAX)
     return fail(why, "a global heap collection larger than the file");
-  if (!(h->buf = cx_h5_gheap_read(f->fd, addr, stated))) return fail(why, "out of memory");
+  if (!(h->buf = cx_h5_read_block(f->fd, addr, stated))) return fail(why, "out of memory");
   h->addr = addr, h->size = stated;
   return true;
 }

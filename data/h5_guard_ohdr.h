@@ -57,12 +57,14 @@ static inline uint64_t cx_h5_le(const unsigned char *p, int n) {
 /* Reads n bytes at off (fewer at the end of the file); the count read, or -1. */
 long long cx_h5_pread(int fd, void *buf, size_t n, uint64_t off);
 
-/* The largest global heap collection the guard reads whole: no heap of strings is near it. */
-#define CX_H5_GHEAP_MAX ((uint64_t)1 << 28)
+/* The largest heap block (a global heap collection, a local heap's data segment) the guard
+ * reads whole: no heap of strings or link names is near it. */
+#define CX_H5_BLOCK_MAX ((uint64_t)1 << 28)
 
-/* The collection of `stated` bytes at off, read whole into a buffer the caller frees (bytes
- * past the end of the file as zeros, as HDF5 gets them); NULL when it cannot be read. */
-unsigned char *cx_h5_gheap_read(int fd, uint64_t off, uint64_t stated);
+/* The block of `stated` bytes at off, read whole into a buffer the caller frees (bytes past the
+ * end of the file as zeros, as HDF5 gets them); NULL when it cannot be read or is larger than
+ * CX_H5_BLOCK_MAX. */
+unsigned char *cx_h5_read_block(int fd, uint64_t off, uint64_t stated);
 
 /* Walks the global heap collection buf[0, len) as libhdf5 1.10 does: false when the walk would
  * not end or an object runs past the collection. With idx > 0, *size gets object idx's size

@@ -267,6 +267,51 @@ static void test_heap(void) {
         "augment of the damaged file: succeeded or left %s", out);
 }
 
+/* ---- a damaged local heap ---- */
+
+/* Makes the first free block of the file's first local heap (the root group's link names) name
+ * itself as the next: the shape fuzz_checkpoint found, on which libhdf5 1.10 allocates a list
+ * node after another until memory runs out. Returns false when the heap has no free block. */
+static bool loop_local_heap(const char *path) {
+  size_t n = 0;
+  unsigned char *b = slurp(path, &n);
+  unsigned char *h = b ? memmem(b, n, "HEAP\0", 5) : NULL;
+  bool done = false;
+  if (h && (size_t)(h - b) + 32 <= n) {
+    uint64_t size = le64(h + 16 - 8), head = le64(h + 16), at = le64(h + 24);
+    if (head != 1 && head < size && at + head + 8 <= n) {
+      memcpy(b + at + head, h + 16, 8); /* the next block: this one */
+      FILE *f = fopen(path, "wb");
+      done = f && fwrite(b, 1, n, f) == n;
+      if (f) done = fclose(f) == 0 && done;
+    }
+  }
+  free(b);
+  return done;
+}
+
+static void test_local_heap(void) {
+  const char *p = path_of("lheap.h5");
+  write_small(p);
+  CHECK(loop_local_heap(p), "no local heap with a free block in %s", p);
+  expect_refused(p, "damaged local heap", "a local heap's free list that loops");
+}
+
+/* The free-list walk itself, on hand-made data segments of 64 bytes. */
+static void test_lheap_walk(void) {
+  unsigned char s[64] = {0};
+  s[16] = 1, s[24] = 16; /* one free block at 16 of 16 bytes, the last (next: 1) */
+  CHECK(cx_h5_lheap_free_list_ok(s, 64, 16), "a valid free list refused");
+  CHECK(cx_h5_lheap_free_list_ok(s, 64, 1), "an empty free list refused");
+  s[16] = 16; /* the block names itself */
+  CHECK(!cx_h5_lheap_free_list_ok(s, 64, 16), "a free block naming itself accepted");
+  s[16] = 32, s[32] = 16, s[40] = 16; /* 16 -> 32 -> 16 */
+  CHECK(!cx_h5_lheap_free_list_ok(s, 64, 16), "a loop of two free blocks accepted");
+  s[32] = 1;
+  CHECK(cx_h5_lheap_free_list_ok(s, 64, 16), "two free blocks refused");
+  CHECK(!cx_h5_lheap_free_list_ok(s, 64, 56), "a free block past the segment accepted");
+}
+
 /* /class_names' second reference (length 3, "one") given index `idx` and length `len` in place:
  * the references are the data set's contiguous raw data (H5Dget_offset). */
 static bool damage_name_ref(const char *path, uint32_t len, uint32_t idx) {
@@ -323,6 +368,8 @@ int main(void) {
   test_name_refs();
   test_class_names_count();
   test_gheap_walk();
+  test_local_heap();
+  test_lheap_walk();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) printf("could not remove %s\n", dir);

@@ -913,6 +913,13 @@ static void test_hostile(void) {
                                  (cx_tensor *[]){&fw, &fb}, 0, NULL, NULL),
               "a filter pipeline past its message",
               (const char *[]){fz, "a filter pipeline past its message", NULL});
+  /* found by fuzz_checkpoint in CI: the root group's local heap with a free block naming
+   * itself as the next, which libhdf5 followed, allocating 32 bytes a step, until 2 GB */
+  fz = resealed_fixture("fuzz_checkpoint_lheap_loop.h5");
+  expect_fail(cx_checkpoint_load(fz, NULL, NULL, 2, (const char *[]){"fc.weight", "fc.bias"},
+                                 (cx_tensor *[]){&fw, &fb}, 0, NULL, NULL),
+              "a local heap's free list that loops",
+              (const char *[]){fz, "damaged local heap", NULL});
   /* a FIFO where the checkpoint should be: refused before anything blocks on it */
   const char *fifo = path_of("ck_fifo");
   CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");

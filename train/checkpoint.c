@@ -614,8 +614,10 @@ static cx_status open_dataset(const char *path, hid_t g, const tensor_set *set, 
   if (!ln) return cx_fail(CX_ERR_NOMEM, "%s: out of memory", path);
   htri_t has = H5Lexists(g, ln, H5P_DEFAULT);
   cx_status s = CX_OK;
-  if (has <= 0) {
-    H5Eclear2(H5E_DEFAULT);
+  /* a failed lookup is damage (the driver's refusal says which), not a missing tensor */
+  if (has < 0) {
+    s = h5_fail(CX_ERR_FORMAT, path, set->names[i], "H5Lexists");
+  } else if (has == 0) {
     s = cx_fail(CX_ERR_SHAPE, "%s: %s '%s' of the %s is not in the checkpoint (/%s/%s)", path,
                 set->kind, set->names[i], set->where, set->group, ln);
   } else if ((*out = H5Dopen2(g, ln, H5P_DEFAULT)) < 0) {
@@ -662,8 +664,8 @@ static cx_status check_no_extra(const char *path, hid_t g, const tensor_set *set
 /* Opens and checks every dataset of set into ds[0..n); fills nothing. */
 static cx_status open_set(const char *path, hid_t f, const tensor_set *set, hid_t *ds) {
   htri_t has = H5Lexists(f, set->group, H5P_DEFAULT);
-  if (has <= 0) {
-    H5Eclear2(H5E_DEFAULT);
+  if (has < 0) return h5_fail(CX_ERR_FORMAT, path, set->group, "H5Lexists");
+  if (has == 0) {
     return cx_fail(CX_ERR_FORMAT, "%s: no group '/%s' (not a complete checkpoint)", path,
                    set->group);
   }
