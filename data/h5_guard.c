@@ -2,6 +2,7 @@
  * makes it hang: see h5_guard.h. Everything else is what the default sec2 driver does. */
 #define _GNU_SOURCE
 #include "h5_guard.h"
+#include "h5_guard_btree.h"
 #include "h5_guard_ohdr.h"
 
 #include <errno.h>
@@ -24,6 +25,7 @@ typedef struct guard_file {
    * part (version -1 until then) */
   uint64_t sb_addr;
   int sb_version, sb_offsets, sb_lengths;
+  cx_h5_btrees bt; /* the version 1 B-tree nodes read so far */
 } guard_file;
 
 #define MAXADDR ((haddr_t)INT64_MAX)
@@ -186,6 +188,7 @@ static herr_t guard_close(H5FD_t *f) {
   guard_file *g = (guard_file *)f;
   int rc = close(g->oh.fd);
   cx_h5_ohdr_free(&g->oh);
+  cx_h5_btrees_free(&g->bt);
   free(g);
   return rc == 0 ? 0 : -1;
 }
@@ -252,8 +255,15 @@ static bool superblock_ok(guard_file *g, haddr_t addr, const unsigned char *p, s
     g->sb_addr = addr, g->sb_version = p[8];
     int at = g->sb_version < 2 ? 13 : 9; /* where the sizes of offsets and lengths are */
     g->sb_offsets = (int)n > at + 1 ? p[at] : 0, g->sb_lengths = (int)n > at + 1 ? p[at + 1] : 0;
+    g->bt.sizes_8 = g->sb_offsets == 8 && g->sb_lengths == 8;
+    /* chunk B-tree nodes hold 2K = 64 entries unless a version 1 superblock says otherwise
+     * (its "indexed storage internal node K", below); later versions keep K in the superblock
+     * extension, not read here: their chunk nodes are not checked */
+    g->bt.chunk_two_k = g->sb_version < 2 ? 64 : 0;
     return true;
   }
+  if (g->sb_version == 1 && addr == g->sb_addr + 16 && n >= 10)
+    g->bt.chunk_two_k = 2 * (int)le(p + 8, 2);
   if (g->sb_version < 0 || g->sb_version > 1 || g->sb_offsets != 8 || addr != g->sb_addr + 16)
     return true;
   size_t at = (g->sb_version == 0 ? 0x30 : 0x34) - 16;
@@ -268,6 +278,28 @@ const char *cx_h5_guard_refusal(void) {
   const char *r = refused;
   refused = NULL;
   return r;
+}
+
+/* Why the block HDF5 read at addr into p[0, size) is refused, or NULL: each check looks at the
+ * blocks it knows by their signature or by HDF5's type for the read. */
+static const char *refusal(guard_file *g, H5FD_mem_t type, haddr_t addr, const unsigned char *p,
+                           size_t size) {
+  /* global heaps are read as raw data (H5F_block_read maps GHEAP to DRAW), so every block is
+   * looked at; only one that starts like a collection is walked */
+  if (is_gheap(p, size) && !whole_gheap_ok(g, addr, p, size))
+    return "damaged global heap collection (a free-space object of size 0, or an object past its "
+           "end): refused, as libhdf5 1.10 would loop or overrun on it";
+  if (!lheap_ok(g, p, size))
+    return "damaged local heap (its free list comes back on itself, or a free block runs past "
+           "it): refused, as libhdf5 1.10 would allocate without end or overrun on it";
+  if (type == H5FD_MEM_SUPER && !superblock_ok(g, addr, p, size))
+    return "a superblock pointing to a driver information block (a file of the family or multi "
+           "driver): refused";
+  const char *why = NULL;
+  g->oh.base = g->pub.base_addr; /* known once HDF5 has read the superblock */
+  if (!cx_h5_btree_ok(&g->bt, addr - g->oh.base, p, size, &why)) return why;
+  if (type == H5FD_MEM_OHDR && !cx_h5_ohdr_ok(&g->oh, addr, p, size, &why)) return why;
+  return NULL;
 }
 
 /* Reads past the end of the file give zeros, as in sec2; past the end of the address space
@@ -287,29 +319,8 @@ static herr_t guard_read(H5FD_t *f, H5FD_mem_t type, hid_t dxpl, haddr_t addr, s
     return -1;
   }
   memset(p + done, 0, size - (size_t)done);
-  /* global heaps are read as raw data (H5F_block_read maps GHEAP to DRAW), so every block is
-   * looked at; only one that starts like a collection is walked */
-  if (is_gheap(p, size) && !whole_gheap_ok(g, addr, p, size)) {
-    refused = "damaged global heap collection (a free-space object of size 0, or an object past "
-              "its end): refused, as libhdf5 1.10 would loop or overrun on it";
-    push(H5E_BADVALUE, __func__, refused);
-    return -1;
-  }
-  if (!lheap_ok(g, p, size)) {
-    refused = "damaged local heap (its free list comes back on itself, or a free block runs "
-              "past it): refused, as libhdf5 1.10 would allocate without end or overrun on it";
-    push(H5E_BADVALUE, __func__, refused);
-    return -1;
-  }
-  if (type == H5FD_MEM_SUPER && !superblock_ok(g, addr, p, size)) {
-    refused = "a superblock pointing to a driver information block (a file of the family or "
-              "multi driver): refused";
-    push(H5E_BADVALUE, __func__, refused);
-    return -1;
-  }
-  const char *why = NULL;
-  g->oh.base = g->pub.base_addr; /* known once HDF5 has read the superblock */
-  if (type == H5FD_MEM_OHDR && !cx_h5_ohdr_ok(&g->oh, addr, p, size, &why)) {
+  const char *why = refusal(g, type, addr, p, size);
+  if (why) {
     refused = why;
     push(H5E_BADVALUE, __func__, why);
     return -1;

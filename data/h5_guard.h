@@ -13,6 +13,8 @@
  *     (H5HG_read would copy that many bytes), fails the read instead.
  *   - Every local heap's free list (an old-style group's link names) must end within its data
  *     segment: libhdf5 follows it, allocating a node per block, and a loop never ends.
+ *   - Every version 1 B-tree node (group and chunk indexes) must sit one level below the one
+ *     parent that names it: libhdf5 recurses into children unchecked (data/h5_guard_btree.h).
  *   - Every version 1 object header it reads is walked, and an attribute message that libhdf5
  *     would decode past its end, or whose variable-length value would make it allocate without
  *     bound or look up an object its heap lacks, fails the read (data/h5_guard_ohdr.h). */

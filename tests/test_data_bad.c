@@ -11,6 +11,7 @@
 
 #include "../data/data.h"
 #include "../data/h5_guard.h"
+#include "../data/h5_guard_btree.h"
 #include "check.h"
 
 static char dir[64];
@@ -297,6 +298,59 @@ static void test_local_heap(void) {
   expect_refused(p, "damaged local heap", "a local heap's free list that loops");
 }
 
+/* Makes the file's first B-tree node (the root group's) a level-1 node whose first child is
+ * itself: libhdf5 1.10 recursed into it until the stack overflowed. */
+static bool loop_btree(const char *path) {
+  size_t n = 0;
+  unsigned char *b = slurp(path, &n);
+  unsigned char *t = b ? memmem(b, n, "TREE\0", 5) : NULL;
+  bool done = false;
+  if (t && (size_t)(t - b) + 40 <= n) {
+    uint64_t self = (uint64_t)(t - b); /* a data set has no user block: addresses are offsets */
+    t[5] = 1;
+    for (int i = 0; i < 8; i++) t[32 + i] = (unsigned char)(self >> (8 * i));
+    FILE *f = fopen(path, "wb");
+    done = f && fwrite(b, 1, n, f) == n;
+    if (f) done = fclose(f) == 0 && done;
+  }
+  free(b);
+  return done;
+}
+
+static void test_btree_loop(void) {
+  const char *p = path_of("btree.h5");
+  write_small(p);
+  CHECK(loop_btree(p), "no B-tree node in %s", p);
+  expect_refused(p, "B-tree node naming itself", "a B-tree node that is its own child");
+}
+
+/* The B-tree rules on hand-made group nodes (2K = 4: 24 + 4 * 8 + 5 * 8 = 96 bytes). */
+static void set_child(unsigned char *node, int u, uint64_t addr) {
+  for (int i = 0; i < 8; i++) node[24 + u * 16 + 8 + i] = (unsigned char)(addr >> (8 * i));
+}
+
+static void test_btree_rules(void) {
+  cx_h5_btrees t = {.sizes_8 = true, .chunk_two_k = 64};
+  unsigned char root[96] = {'T', 'R', 'E', 'E', 0, 2, 2}, mid[96] = {'T', 'R', 'E', 'E', 0, 1, 1};
+  const char *why = NULL;
+  set_child(root, 0, 1000), set_child(root, 1, 2000), set_child(mid, 0, 3000);
+  CHECK(cx_h5_btree_ok(&t, 100, root, 96, &why), "a valid root refused: %s", why);
+  CHECK(cx_h5_btree_ok(&t, 1000, mid, 96, &why), "its valid child refused: %s", why);
+  CHECK(!cx_h5_btree_ok(&t, 2000, root, 96, &why), "a child at its parent's level accepted");
+  set_child(mid, 0, 100);
+  CHECK(!cx_h5_btree_ok(&t, 1000, mid, 96, &why), "a child naming its parent accepted");
+  set_child(mid, 0, 1000);
+  CHECK(!cx_h5_btree_ok(&t, 1000, mid, 96, &why), "a node naming itself accepted");
+  cx_h5_btrees_free(&t);
+  t = (cx_h5_btrees){.sizes_8 = true, .chunk_two_k = 64};
+  set_child(root, 1, 1000);
+  CHECK(!cx_h5_btree_ok(&t, 100, root, 96, &why), "a node naming one child twice accepted");
+  set_child(root, 1, 2000);
+  CHECK(cx_h5_btree_ok(&t, 100, root, 96, &why) && !cx_h5_btree_ok(&t, 200, root, 96, &why),
+        "two nodes naming the same children accepted");
+  cx_h5_btrees_free(&t);
+}
+
 /* The free-list walk itself, on hand-made data segments of 64 bytes. */
 static void test_lheap_walk(void) {
   unsigned char s[64] = {0};
@@ -370,6 +424,8 @@ int main(void) {
   test_gheap_walk();
   test_local_heap();
   test_lheap_walk();
+  test_btree_loop();
+  test_btree_rules();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) printf("could not remove %s\n", dir);

@@ -920,6 +920,13 @@ static void test_hostile(void) {
                                  (cx_tensor *[]){&fw, &fb}, 0, NULL, NULL),
               "a local heap's free list that loops",
               (const char *[]){fz, "damaged local heap", NULL});
+  /* the root group's B-tree node made level 1 and its own child: libhdf5 recursed into it
+   * until the stack overflowed (ASan: stack-overflow) */
+  fz = resealed_fixture("fuzz_checkpoint_btree_self.h5");
+  expect_fail(cx_checkpoint_load(fz, NULL, NULL, 2, (const char *[]){"fc.weight", "fc.bias"},
+                                 (cx_tensor *[]){&fw, &fb}, 0, NULL, NULL),
+              "a B-tree node that is its own child",
+              (const char *[]){fz, "B-tree node naming itself", NULL});
   /* a FIFO where the checkpoint should be: refused before anything blocks on it */
   const char *fifo = path_of("ck_fifo");
   CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
