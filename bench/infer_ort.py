@@ -15,11 +15,15 @@ machine hits all alike), the spread, and the ratio ORT ms / ours ms (above 1: we
 Both sides run on the same cores (taskset for compress, sched_setaffinity for ONNX Runtime, cores
 0..THREADS-1) with sleeping waiters (OMP_WAIT_POLICY=passive; ONNX Runtime's allow_spinning 0),
 as bench/int8_speed.py does: on a shared machine a spinning thread that loses its core stalls
-every barrier.
+every barrier. --spin keeps each runtime's default waits instead (ours a short spin,
+cli/omp_env.c; ONNX Runtime spinning), for a quiet machine.
 
 usage: infer_ort.py [--compress build/compress] [--against OTHER/compress] [--threads 1]
-                    [--batches 1,32] [--rounds 3] [--steps 5] [--warmup 2] [--size 224] [MODEL ...]
-MODEL: resnet18 resnet50 mobilenet_v2 mobilenet_v3_large efficientnet_b0 (default: all)"""
+                    [--batches 1,32] [--rounds 3] [--steps 5] [--warmup 2] [--size 224] [--spin]
+                    [--no-before]
+                    [MODEL ...]
+MODEL: resnet18 resnet50 mobilenet_v2 mobilenet_v3_large efficientnet_b0 convnext_tiny vit_b_16
+(default: all; vit_b_16 takes 224x224 only)"""
 import argparse
 import json
 import os
@@ -32,7 +36,8 @@ import time
 import numpy as np
 import onnxruntime as ort
 
-MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0"]
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
+          "convnext_tiny", "vit_b_16"]
 
 
 def export(names, tmp, size):
@@ -48,7 +53,7 @@ def cores(threads):
 
 
 def ours(args, path, batch, fused, binary=None):
-    env = dict(os.environ, OMP_WAIT_POLICY="passive")
+    env = dict(os.environ) if args.spin else dict(os.environ, OMP_WAIT_POLICY="passive")
     if not fused:
         env.update(CX_FUSE="off", CX_CONV_NHWC="nhwc")
     cmd = ["taskset", "-c", cores(args.threads), binary or args.compress, "profile", path, "--batch",
@@ -59,11 +64,11 @@ def ours(args, path, batch, fused, binary=None):
     return json.loads(out)["forward_ms"]
 
 
-def session(path, threads):
+def session(path, threads, spin):
     o = ort.SessionOptions()
     o.intra_op_num_threads = threads
     o.inter_op_num_threads = 1
-    o.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    o.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     return ort.InferenceSession(path, o, providers=["CPUExecutionProvider"])
 
 
@@ -82,7 +87,7 @@ def fmt(v):
 
 
 def bench(args, name, path):
-    sess = session(path, args.threads)
+    sess = session(path, args.threads, args.spin)
     rows = []
     for batch in args.batches:
         x = np.random.default_rng(0).standard_normal((batch, 3, args.size, args.size),
@@ -90,14 +95,16 @@ def bench(args, name, path):
         runs = {"ours": [], "before": [], "ORT": []}
         for _ in range(args.rounds):
             runs["ours"].append(ours(args, path, batch, True))
-            runs["before"].append(ours(args, path, batch, True, args.against) if args.against
-                                  else ours(args, path, batch, False))
+            if not args.no_before:
+                runs["before"].append(ours(args, path, batch, True, args.against) if args.against
+                                      else ours(args, path, batch, False))
             runs["ORT"].append(ort_ms(sess, x, args.steps, args.warmup))
-        med = {k: statistics.median(v) for k, v in runs.items()}
-        print(f"{name:20s} batch {batch:3d}: ours {fmt(runs['ours'])}  before "
-              f"{fmt(runs['before'])}  ORT {fmt(runs['ORT'])}  ms;  ORT/ours "
-              f"{med['ORT'] / med['ours']:.2f}  (before {med['ORT'] / med['before']:.2f})",
-              flush=True)
+        med = {k: statistics.median(v) for k, v in runs.items() if v}
+        before = "" if args.no_before else (f"before {fmt(runs['before'])}  ",
+                                            f"  (before {med['ORT'] / med['before']:.2f})")
+        print(f"{name:20s} batch {batch:3d}: ours {fmt(runs['ours'])}  {before and before[0]}"
+              f"ORT {fmt(runs['ORT'])}  ms;  ORT/ours {med['ORT'] / med['ours']:.2f}"
+              f"{before and before[1]}", flush=True)
         rows.append(med["ORT"] / med["ours"])
     return rows
 
@@ -112,6 +119,9 @@ def main():
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--size", type=int, default=224)
+    p.add_argument("--no-before", action="store_true", help="time ours and ORT only")
+    p.add_argument("--spin", action="store_true", help="each runtime's default waits (quiet "
+                   "machine)")
     p.add_argument("models", nargs="*", default=MODELS)
     args = p.parse_args()
     args.batches = [int(b) for b in args.batches.split(",")]
@@ -120,7 +130,7 @@ def main():
         args.against = os.path.abspath(args.against)
     os.sched_setaffinity(0, set(range(args.threads)))
     print(f"{args.threads} thread(s) on cores {cores(args.threads)}, {args.size}x{args.size}, "
-          f"median [min-max] of {args.rounds} alternating rounds of {args.steps} steps")
+          f"{'spinning' if args.spin else 'sleeping'} waits, median [min-max] of {args.rounds} alternating rounds of {args.steps} steps")
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:

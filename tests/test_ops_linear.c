@@ -103,6 +103,12 @@ static int matmul_cases(void) {
   f += run_matmul("matmul broadcast [1,3,5] x [2,5,4]", "MatMul", S(1, 3, 5), S(2, 5, 4), 0, 0,
                   reduce, 8);
   f += run_matmul("matmul [33,70] x [70,45]", "MatMul", S(33, 70), S(70, 45), 0, 0, true, 9);
+  /* a sequence-first projection: the kernel folds A's batch rows into one product, as it does
+   * when B's batch dims are all 1 */
+  f += run_matmul("matmul rows folded [6,1,5] x [5,4]", "MatMul", S(6, 1, 5), S(5, 4), 0, 0, reduce,
+                  14);
+  f += run_matmul("matmul rows folded [2,3,5] x [1,5,4]", "MatMul", S(2, 3, 5), S(1, 5, 4), 0, 0,
+                  reduce, 15);
   /* 1-D operands: forward only */
   f += run_matmul("matmul 1-D [5] x [5,4]", "MatMul", S(5), S(5, 4), 0, 0, false, 10);
   f += run_matmul("matmul 1-D [2,3,5] x [5]", "MatMul", S(2, 3, 5), S(5), 0, 0, false, 11);
@@ -118,6 +124,9 @@ static int matmul_cases(void) {
       snprintf(label, sizeof label, "matmulT broadcast transA %d transB %d", ta, tb);
       cx_shape a2 = ta ? S(5, 3) : S(3, 5), b2 = tb ? S(3, 1, 4, 5) : S(3, 1, 5, 4);
       f += run_matmul(label, "MatMulT", a2, b2, ta, tb, reduce, 30 + (uint64_t)(2 * ta + tb));
+      snprintf(label, sizeof label, "matmulT rows transA %d transB %d", ta, tb);
+      cx_shape a3 = ta ? S(2, 5, 3) : S(2, 3, 5), b3 = tb ? S(4, 5) : S(5, 4);
+      f += run_matmul(label, "MatMulT", a3, b3, ta, tb, reduce, 40 + (uint64_t)(2 * ta + tb));
     }
   return f;
 }

@@ -194,15 +194,31 @@ static cx_status mm_execute(const cx_kernel_args *a, const void *pa, const void 
   return CX_OK;
 }
 
+/* A [b..., M, K] times a B without batch dims (or only dims of 1) is one [b·M, K] × [K, N]
+ * product in the same memory (A and Y row-major): oneDNN would otherwise run b products of M
+ * rows, each reading all of B (a sequence-first transformer's projections, [197, 1, 768] ×
+ * [768, 2304]: 197 matrix-vector products, ten times slower). */
+static void fold_batch_rows(cx_shape *sa, cx_shape *sb, bool trans_a) {
+  for (int i = 0; i < sb->ndim - 2; i++)
+    if (sb->d[i] != 1) return;
+  if (sa->ndim < 2 || trans_a) return;
+  int64_t rows = 1;
+  for (int i = 0; i < sa->ndim - 1; i++) rows *= sa->d[i];
+  *sa = cx_shape_make(2, (int64_t[]){rows, sa->d[sa->ndim - 1]});
+  *sb = cx_shape_make(2, (int64_t[]){sb->d[sb->ndim - 2], sb->d[sb->ndim - 1]});
+}
+
 /* MatMul / MatMulT: numpy promotion of 1-D operands, then batch dims padded to one rank. */
 static cx_status matmul_prepare(const cx_kernel_args *a, void **state, size_t *scratch) {
   const cx_node *n = a->node;
   cx_shape s[2] = {a->in[0].shape, a->in[1].shape};
   if (s[0].ndim == 1) s[0] = cx_shape_make(2, (int64_t[]){1, s[0].d[0]});
   if (s[1].ndim == 1) s[1] = cx_shape_make(2, (int64_t[]){s[1].d[0], 1});
+  bool trans_a = cx_node_int(n, "transA", 0) != 0;
+  fold_batch_rows(&s[0], &s[1], trans_a);
   mm_desc d = {.alpha = 1, .operand_type = mm_operand_type(a->precision)};
   d.ndims = s[0].ndim > s[1].ndim ? s[0].ndim : s[1].ndim;
-  operand_desc(&s[0], d.ndims, cx_node_int(n, "transA", 0) != 0, d.a_dims, d.a_strides);
+  operand_desc(&s[0], d.ndims, trans_a, d.a_dims, d.a_strides);
   operand_desc(&s[1], d.ndims, cx_node_int(n, "transB", 0) != 0, d.b_dims, d.b_strides);
   for (int i = 0; i < d.ndims - 2; i++)
     d.y_dims[i] = d.a_dims[i] > d.b_dims[i] ? d.a_dims[i] : d.b_dims[i];
