@@ -7,8 +7,7 @@
 #include "op.h"
 #include "ops/norm.h"
 
-/* A scalar f32 constant's value, when value v is one. */
-static bool const_scalar(const cx_graph *g, int v, float *out) {
+bool cx_fuse_const_scalar(const cx_graph *g, int v, float *out) {
   if (v < 0) return false;
   const cx_value *x = &g->values[v];
   if (x->kind != CX_VALUE_CONST || x->dtype != CX_F32 || !x->init || cx_shape_numel(&x->shape) != 1)
@@ -29,8 +28,8 @@ bool cx_fuse_clamp_of(const cx_graph *g, const cx_node *a, float *lo, float *hi)
   }
   if (strcmp(a->op->name, "Clip") != 0) return false;
   *lo = -INFINITY, *hi = INFINITY;
-  if (a->n_in > 1 && a->in[1] >= 0 && !const_scalar(g, a->in[1], lo)) return false;
-  if (a->n_in > 2 && a->in[2] >= 0 && !const_scalar(g, a->in[2], hi)) return false;
+  if (a->n_in > 1 && a->in[1] >= 0 && !cx_fuse_const_scalar(g, a->in[1], lo)) return false;
+  if (a->n_in > 2 && a->in[2] >= 0 && !cx_fuse_const_scalar(g, a->in[2], hi)) return false;
   /* opset-6 Clip keeps its bounds in attributes */
   if (a->n_in == 1) {
     *lo = cx_node_float(a, "min", -INFINITY);
@@ -39,15 +38,13 @@ bool cx_fuse_clamp_of(const cx_graph *g, const cx_node *a, float *lo, float *hi)
   return *lo <= *hi;
 }
 
-/* readers[v]: how many inputs of nodes read value v, with graph outputs counted as readers;
- * reader[v]: the last node found reading it. */
-static void count_readers(const cx_graph *g, int *readers, int *reader) {
+void cx_fuse_count_readers(const cx_graph *g, int *readers, int *reader) {
   for (int i = 0; i < g->n_nodes; i++)
     for (int k = 0; k < g->nodes[i].n_in; k++) {
       int v = g->nodes[i].in[k];
       if (v < 0) continue;
       readers[v]++;
-      reader[v] = i;
+      if (reader) reader[v] = i;
     }
   for (int k = 0; k < g->n_outputs; k++) readers[g->outputs[k]]++;
 }
@@ -78,7 +75,7 @@ cx_status cx_fuse_training(cx_graph *g) {
   bool *dead = calloc((size_t)g->n_nodes + 1, 1);
   cx_status s = readers && reader && dead ? CX_OK : cx_fail(CX_ERR_NOMEM, "out of memory");
   if (s == CX_OK) {
-    count_readers(g, readers, reader);
+    cx_fuse_count_readers(g, readers, reader);
     s = fuse_norm_activations(g, readers, reader, dead);
   }
   if (s == CX_OK) s = cx_graph_remove_nodes(g, dead);

@@ -21,4 +21,11 @@ bool cx_fuse_enabled(void);
  * are constant (inputs that are scalar f32 constants, or opset-6 attributes); false otherwise. */
 bool cx_fuse_clamp_of(const cx_graph *g, const cx_node *a, float *lo, float *hi);
 
+/* readers[v] (zeroed by the caller): how many node inputs read value v, graph outputs counted as
+ * readers; reader[v] (may be NULL): the last node found reading it. */
+void cx_fuse_count_readers(const cx_graph *g, int *readers, int *reader);
+
+/* The value of value v when it is a scalar (one element) f32 constant; false otherwise. */
+bool cx_fuse_const_scalar(const cx_graph *g, int v, float *out);
+
 #endif

@@ -8,14 +8,6 @@
 #include "fuse.h"
 #include "op.h"
 
-/* readers[v]: how many node inputs read value v, graph outputs counted as readers. */
-static void count_readers(const cx_graph *g, int *readers) {
-  for (int i = 0; i < g->n_nodes; i++)
-    for (int k = 0; k < g->nodes[i].n_in; k++)
-      if (g->nodes[i].in[k] >= 0) readers[g->nodes[i].in[k]]++;
-  for (int k = 0; k < g->n_outputs; k++) readers[g->outputs[k]]++;
-}
-
 /* The live nodes reading value v, up to `max` of them into who[]; returns how many read it. */
 static int readers_of(const cx_graph *g, const bool *dead, int v, int *who, int max) {
   int count = 0;
@@ -184,7 +176,7 @@ cx_status cx_infer_fuse(cx_graph *g, const cx_backend *be, bool frozen_weights, 
   int count = 0;
   cx_status s = readers && dead ? CX_OK : cx_fail(CX_ERR_NOMEM, "inference fusion: out of memory");
   if (s == CX_OK) {
-    count_readers(g, readers);
+    cx_fuse_count_readers(g, readers, NULL);
     s = fuse_all(g, readers, dead, &count, frozen_weights);
   }
   if (s == CX_OK && count) s = cx_graph_remove_nodes(g, dead);

@@ -11,6 +11,7 @@
 #include "graph_fold_bn.h"
 #include "graph_shapes.h"
 #include "infer_fuse.h"
+#include "infer_patterns.h"
 #include "layout.h"
 #include "op.h"
 #include "plan.h"
@@ -481,7 +482,10 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
   /* then the float convolutions and Gemms with what follows them (core/infer_fuse.h); a fused
    * conv reads the residual, which may come later in the order, so it is ordered again */
   if (!o->training) {
+    int rewritten = 0; /* exporters' GELU and LayerNorm decompositions (core/infer_patterns.h) */
+    CX_TRY(cx_infer_patterns(g, &rewritten));
     CX_TRY(cx_infer_fuse(g, p->be, !o->params_copied_in, &p->n_fused));
+    p->n_fused += rewritten;
     if (p->n_fused) CX_TRY(schedule(g));
     if (p->n_fused) CX_TRY(infer_values(g, o->batch, 0));
   }

@@ -256,6 +256,64 @@ static void test_patterns(void) {
   cx_graph_free(g);
 }
 
+/* The exporters' decompositions (core/infer_patterns.h), as torchvision's ConvNeXt and ViT
+ * export at opset 13: x -> LayerNorm over the last axis (nine nodes) -> MatMul -> GELU (five
+ * nodes, Div by sqrt(2) or Mul by 1/sqrt(2), operands in either order) -> output. */
+static cx_graph *transformer_mlp(bool mul_form, bool swapped) {
+  cx_graph *g = cx_graph_new();
+  int x = cx_graph_input(g, "x", CX_F32, &S(-1, 5, 16));
+  int m = cx_graph_op(g, "ReduceMean", "ln/mean", &x, 1);
+  cx_node_set_ints(g, g->n_nodes - 1, "axes", (int64_t[]){-1}, 1);
+  int d = cx_graph_op(g, "Sub", "ln/sub", (int[]){x, m}, 2);
+  int two = cx_graph_const_f32(g, "two", &(cx_shape){0}, (float[]){2});
+  int v = cx_graph_op(g, "ReduceMean", "ln/var",
+                      (int[]){cx_graph_op(g, "Pow", "ln/pow", (int[]){d, two}, 2)}, 1);
+  cx_node_set_ints(g, g->n_nodes - 1, "axes", (int64_t[]){2}, 1);
+  int eps = cx_graph_const_f32(g, "eps", &(cx_shape){0}, (float[]){1e-6f});
+  int sd = cx_graph_op(g, "Sqrt", "ln/sqrt",
+                       (int[]){cx_graph_op(g, "Add", "ln/add", (int[]){eps, v}, 2)}, 1);
+  int nrm = cx_graph_op(g, "Div", "ln/div", (int[]){d, sd}, 2);
+  int gamma = oc_param(g, "ln.weight", &S(16), 0.5f, 1.5f, 70);
+  int beta = oc_param(g, "ln.bias", &S(16), -0.5f, 0.5f, 71);
+  int y = cx_graph_op(g, "Add", "ln/out",
+                      (int[]){beta, cx_graph_op(g, "Mul", "ln/mul", (int[]){nrm, gamma}, 2)}, 2);
+  int w = oc_param(g, "fc.weight", &S(16, 24), -0.5f, 0.5f, 72);
+  int h = cx_graph_op(g, "MatMul", "fc", (int[]){y, w}, 2);
+  int c = cx_graph_const_f32(g, "c", &(cx_shape){0},
+                             (float[]){mul_form ? 0.70710678f : 1.41421356f});
+  int e = cx_graph_op(g, "Erf", "gelu/erf",
+                      (int[]){cx_graph_op(g, mul_form ? "Mul" : "Div", "gelu/scale",
+                                          (int[]){h, c}, 2)}, 1);
+  int one = cx_graph_const_f32(g, "one", &(cx_shape){0}, (float[]){1});
+  int a = cx_graph_op(g, "Add", "gelu/add", swapped ? (int[]){one, e} : (int[]){e, one}, 2);
+  int t = cx_graph_op(g, "Mul", "gelu/mul", swapped ? (int[]){a, h} : (int[]){h, a}, 2);
+  int half = cx_graph_const_f32(g, "half", &(cx_shape){0}, (float[]){0.5f});
+  cx_graph_mark_output(g, cx_graph_op(g, "Mul", "out", swapped ? (int[]){half, t}
+                                                               : (int[]){t, half}, 2));
+  return g;
+}
+
+static void test_exporter_patterns(void) {
+  for (int k = 0; k < 2; k++) {
+    cx_graph *g = transformer_mlp(k == 1, k == 1);
+    cx_program *p = NULL;
+    double e = fused_vs_off(g, 3, &p);
+    const cx_graph *pg = p ? cx_program_graph(p) : NULL;
+    CHECK(p && count_op(p, "LayerNormalization") == 1 && count_op(p, "Gelu") == 1 &&
+              pg->n_nodes == 3 && e >= 0 && e <= 1e-5,
+          "%s GELU: LayerNorm + MatMul + Gelu (%d nodes), relative error %.2e",
+          k ? "Mul-form, swapped" : "Div-form", pg ? pg->n_nodes : -1, e);
+    cx_program_free(p);
+    /* a value inside the pattern read elsewhere too: left as it is */
+    cx_graph_mark_output(g, cx_graph_find_value(g, "gelu/add"));
+    p = compile(g, false, false);
+    CHECK(p && count_op(p, "Gelu") == 0 && count_op(p, "LayerNormalization") == 1,
+          "a GELU whose inner value is a graph output stays decomposed");
+    cx_program_free(p);
+    cx_graph_free(g);
+  }
+}
+
 /* Frozen weights (core/infer_fuse.h): a program compiled without params_copied_in marks its
  * ConvFused frozen_weights and gives the same output on every run (the weights reordered once,
  * kept); one compiled with params_copied_in does not, and sees weights written between runs. */
@@ -426,6 +484,7 @@ static void test_torchvision(void) {
 int main(void) {
   test_kernels();
   test_patterns();
+  test_exporter_patterns();
   test_frozen_weights();
   test_in_place();
   test_zoo();
