@@ -10,13 +10,16 @@
  * Before shapes are inferred the compile folds every BatchNormalization it can into the Conv or
  * Gemm before it with cx_graph_fold_bn (core/graph_fold_bn.h), the one BN fold. Then, on the
  * inferred graph (after the INT8 pass, whose patterns read plain Conv and Relu nodes), this pass
- * rewrites each f32 Conv into a ConvFused and each Gemm into a GemmFused (core/ops/fused.c) that
- * swallows, in this order, what follows it:
+ * rewrites each f32 Conv into a ConvFused, each Gemm into a GemmFused and each MatMul of a
+ * rank-2 initializer B into a MatMulFused (core/ops/fused.c) that swallows, in this order, what
+ * follows it:
  *   - Conv only: an Add of its output and another value S of the same shape (the residual):
  *     S becomes ConvFused's input 3 and the conv's primitive adds it (oneDNN's sum post-op);
+ *   - MatMul only: an Add of its output and an f32 initializer [N] (the bias of a Linear layer
+ *     on a tensor of rank 3 or 4): MatMulFused's input 2 (oneDNN's bias);
  *   - one activation: Relu, LeakyRelu, Clip with constant bounds (ReLU6), Sigmoid, HardSigmoid,
- *     HardSwish, Tanh, or Swish: a Sigmoid of the value and the Mul of the value by it (a
- *     HardSigmoid with alpha 1/6 and beta 1/2 in its place is HardSwish, as PyTorch exports
+ *     HardSwish, Tanh, Gelu (erf form), or Swish: a Sigmoid of the value and the Mul of the
+ *     value by it (a HardSigmoid with alpha 1/6 and beta 1/2 in its place is HardSwish, as PyTorch exports
  *     it below opset 14).
  * Each value swallowed must be read by the next node of the chain alone and not be a graph
  * output; the last node's output value (its name, its readers) stays, produced by the fused

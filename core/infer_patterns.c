@@ -138,8 +138,9 @@ cx_status cx_infer_patterns(cx_graph *g, int *n_rewritten) {
   matcher m = {g, calloc((size_t)g->n_values + 1, sizeof(int)),
                calloc((size_t)g->n_values + 1, sizeof(int)),
                calloc((size_t)g->n_nodes + 1, sizeof(bool))};
-  cx_status s = m.readers && m.reader && m.dead ? CX_OK
-                                                : cx_fail(CX_ERR_NOMEM, "inference patterns: out of memory");
+  cx_status s = CX_OK;
+  if (!m.readers || !m.reader || !m.dead)
+    s = cx_fail(CX_ERR_NOMEM, "inference patterns: out of memory");
   int count = 0;
   if (s == CX_OK) {
     cx_fuse_count_readers(g, m.readers, m.reader);

@@ -1,6 +1,7 @@
 /* Inference programs' fusions (core/infer_fuse.h): BatchNormalization folded into the conv
- * before it, and Conv / Gemm with the residual Add and the activation after them as one
- * ConvFused / GemmFused node (core/ops/fused.c, oneDNN post-ops on the CPU).
+ * before it, Conv / Gemm / MatMul with the residual or bias Add and the activation after them as
+ * one ConvFused / GemmFused / MatMulFused node (core/ops/fused.c, oneDNN post-ops on the CPU),
+ * and the exporters' GELU and LayerNorm decompositions as one op (core/infer_patterns.h).
  *
  * 1. The fused ops' CPU kernels against the double reference (op harness), for every activation,
  *    with and without the summed input and the bias, grouped and depthwise, strided.
@@ -42,6 +43,7 @@ static const act_case acts[] = {
     {"Clip", NAN, NAN, -0.5f, NAN},     {"Sigmoid", NAN, NAN, NAN, NAN},
     {"HardSigmoid", 0.3f, 0.4f, NAN, NAN}, {"HardSwish", NAN, NAN, NAN, NAN},
     {"Tanh", NAN, NAN, NAN, NAN},       {"Swish", NAN, NAN, NAN, NAN},
+    {"Gelu", NAN, NAN, NAN, NAN},
 };
 
 static void set_act(cx_graph *g, int node, const act_case *a) {
@@ -95,10 +97,28 @@ static int check_gemm_fused(const act_case *a, bool trans_b) {
   return f;
 }
 
+/* MatMulFused: A of rank `rank` ([2, 3, 7] or [2, 2, 3, 7]) times B [7, 5], Bias [5] optional. */
+static int check_matmul_fused(const act_case *a, int rank, bool bias) {
+  cx_graph *g = cx_graph_new();
+  int in[3] = {oc_const(g, "a", rank == 3 ? &S(2, 3, 7) : &S(2, 2, 3, 7), -1, 1, 10),
+               oc_const(g, "b", &S(7, 5), -1, 1, 11),
+               bias ? oc_const(g, "c", &S(5), -1, 1, 12) : -1};
+  int node = cx_graph_node(g, "MatMulFused", "mm", in, bias ? 3 : 2, 1);
+  set_act(g, node, a);
+  cx_graph_mark_output(g, cx_node_output(g, node, 0));
+  char label[96];
+  snprintf(label, sizeof label, "MatMulFused %s rank %d%s", a->act ? a->act : "(none)", rank,
+           bias ? " bias" : "");
+  int f = oc_check(label, g, &(oc_opts){.seed = 13, .fwd_tol = 1e-5});
+  cx_graph_free(g);
+  return f;
+}
+
 static void test_kernels(void) {
   for (size_t i = 0; i < sizeof acts / sizeof *acts; i++) {
     fails += check_conv_fused(&acts[i], 8, 16, 3, 1, 1, true, i % 2 == 0);
     fails += check_gemm_fused(&acts[i], i % 2 == 1);
+    fails += check_matmul_fused(&acts[i], 3 + (int)(i % 2), i % 3 != 0);
   }
   fails += check_conv_fused(&acts[1], 8, 16, 3, 1, 1, true, true);
   fails += check_conv_fused(&acts[1], 8, 16, 1, 2, 1, false, true);
@@ -278,7 +298,9 @@ static cx_graph *transformer_mlp(bool mul_form, bool swapped) {
   int y = cx_graph_op(g, "Add", "ln/out",
                       (int[]){beta, cx_graph_op(g, "Mul", "ln/mul", (int[]){nrm, gamma}, 2)}, 2);
   int w = oc_param(g, "fc.weight", &S(16, 24), -0.5f, 0.5f, 72);
-  int h = cx_graph_op(g, "MatMul", "fc", (int[]){y, w}, 2);
+  int fc_b = oc_param(g, "fc.bias", &S(24), -0.5f, 0.5f, 73);
+  int h = cx_graph_op(g, "Add", "fc/add",
+                      (int[]){fc_b, cx_graph_op(g, "MatMul", "fc", (int[]){y, w}, 2)}, 2);
   int c = cx_graph_const_f32(g, "c", &(cx_shape){0},
                              (float[]){mul_form ? 0.70710678f : 1.41421356f});
   int e = cx_graph_op(g, "Erf", "gelu/erf",
@@ -299,16 +321,21 @@ static void test_exporter_patterns(void) {
     cx_program *p = NULL;
     double e = fused_vs_off(g, 3, &p);
     const cx_graph *pg = p ? cx_program_graph(p) : NULL;
-    CHECK(p && count_op(p, "LayerNormalization") == 1 && count_op(p, "Gelu") == 1 &&
-              pg->n_nodes == 3 && e >= 0 && e <= 1e-5,
-          "%s GELU: LayerNorm + MatMul + Gelu (%d nodes), relative error %.2e",
-          k ? "Mul-form, swapped" : "Div-form", pg ? pg->n_nodes : -1, e);
+    const char *act = NULL;
+    for (int i = 0; pg && i < pg->n_nodes; i++)
+      if (!strcmp(pg->nodes[i].op->name, "MatMulFused"))
+        act = cx_node_string(&pg->nodes[i], "activation", "");
+    CHECK(p && count_op(p, "LayerNormalization") == 1 && act && !strcmp(act, "Gelu") &&
+              pg->n_nodes == 2 && pg->nodes[1].n_in == 3 && e >= 0 && e <= 1e-5,
+          "%s GELU: LayerNorm, then MatMulFused with the bias and Gelu (%d nodes), relative "
+          "error %.2e", k ? "Mul-form, swapped" : "Div-form", pg ? pg->n_nodes : -1, e);
     cx_program_free(p);
     /* a value inside the pattern read elsewhere too: left as it is */
     cx_graph_mark_output(g, cx_graph_find_value(g, "gelu/add"));
     p = compile(g, false, false);
-    CHECK(p && count_op(p, "Gelu") == 0 && count_op(p, "LayerNormalization") == 1,
-          "a GELU whose inner value is a graph output stays decomposed");
+    CHECK(p && count_op(p, "Gelu") == 0 && count_op(p, "Erf") == 1 &&
+              count_op(p, "LayerNormalization") == 1 && count_op(p, "MatMulFused") == 1,
+          "a GELU whose inner value is a graph output stays decomposed (the bias still fuses)");
     cx_program_free(p);
     cx_graph_free(g);
   }

@@ -31,6 +31,7 @@ cx_status cx_dnnl_append_activation(const cx_node *n, dnnl_post_ops_t po) {
                    fminf(cx_node_float(n, "act_max", INFINITY), FLT_MAX));
   case CX_ACT_SIGMOID: return eltwise(n, po, dnnl_eltwise_logistic, 0.0f, 0.0f);
   case CX_ACT_TANH: return eltwise(n, po, dnnl_eltwise_tanh, 0.0f, 0.0f);
+  case CX_ACT_GELU: return eltwise(n, po, dnnl_eltwise_gelu_erf, 0.0f, 0.0f);
   case CX_ACT_HARD_SWISH: return eltwise(n, po, dnnl_eltwise_hardswish, 0.0f, 0.0f);
   case CX_ACT_HARD_SIGMOID:
     CX_TRY(eltwise(n, po, dnnl_eltwise_linear, alpha, beta));

@@ -15,7 +15,7 @@
  * a reorder, and the matmul reads those and writes f32 Y, accumulating in f32.
  *
  * GemmFused (core/ops/fused.c, from the inference pass) is Gemm with its fused activation as an
- * eltwise post-op after the sum. */
+ * eltwise post-op after the sum; MatMulFused is MatMul with oneDNN's bias and that post-op. */
 
 /* A matmul operand: `user` wraps the program's f32 buffer; under BF16, `low` is its bf16 copy at
  * `offset` in scratch and `cvt` the reorder that rounds into it. */
@@ -30,7 +30,7 @@ typedef struct mm_state {
   dnnl_primitive_desc_t pd;
   dnnl_primitive_t prim;
   mm_operand a, b;
-  dnnl_memory_t y, scratch;
+  dnnl_memory_t y, scratch, bias; /* bias: MatMulFused's, [1, ..., N] */
   bool sum_c; /* Gemm: Y starts as broadcast C, accumulated with scale beta */
 } mm_state;
 
@@ -38,7 +38,7 @@ typedef struct mm_desc {
   int ndims;
   dnnl_dims_t a_dims, a_strides, b_dims, b_strides, y_dims;
   float alpha, beta;
-  bool sum_c;
+  bool sum_c, bias;
   dnnl_data_type_t operand_type; /* of A and B inside the matmul: f32, or bf16 under autocast */
 } mm_desc;
 
@@ -50,8 +50,9 @@ static void mm_release(void *p) {
   if (st->attr) dnnl_primitive_attr_destroy(st->attr);
   if (st->a.cvt) dnnl_primitive_destroy(st->a.cvt);
   if (st->b.cvt) dnnl_primitive_destroy(st->b.cvt);
-  dnnl_memory_t mems[] = {st->a.user, st->a.low, st->b.user, st->b.low, st->y, st->scratch};
-  for (int i = 0; i < 6; i++)
+  dnnl_memory_t mems[] = {st->a.user, st->a.low, st->b.user, st->b.low,
+                          st->y,      st->scratch, st->bias};
+  for (int i = 0; i < 7; i++)
     if (mems[i]) dnnl_memory_destroy(mems[i]);
   free(st);
 }
@@ -109,7 +110,7 @@ static cx_status mm_attr(const cx_node *n, const mm_desc *d, mm_state *st) {
   CX_DNNL(dnnl_primitive_attr_create(&st->attr), n);
   CX_DNNL(dnnl_primitive_attr_set_scratchpad_mode(st->attr, dnnl_scratchpad_mode_user), n);
   if (d->alpha != 1) CX_DNNL(dnnl_primitive_attr_set_output_scales(st->attr, 1, 0, &d->alpha), n);
-  bool fused = !strcmp(n->op->name, "GemmFused");
+  bool fused = cx_node_attr(n, "activation") != NULL; /* GemmFused, MatMulFused */
   if (!d->sum_c && !fused) return CX_OK;
   dnnl_post_ops_t po;
   CX_DNNL(dnnl_post_ops_create(&po), n);
@@ -134,7 +135,14 @@ static cx_status mm_build(const cx_node *n, const mm_desc *d, mm_state *st, size
   size_t ops = 0;
   CX_TRY(operand_init(n, &st->a, d->ndims, d->a_dims, d->a_strides, d->operand_type, &a, &ops));
   CX_TRY(operand_init(n, &st->b, d->ndims, d->b_dims, d->b_strides, d->operand_type, &b, &ops));
-  CX_DNNL(dnnl_matmul_desc_init(&md, &a, &b, NULL, &y), n);
+  dnnl_memory_desc_t bias;
+  if (d->bias) {
+    dnnl_dims_t bd;
+    for (int i = 0; i < d->ndims; i++) bd[i] = i == d->ndims - 1 ? d->y_dims[i] : 1;
+    CX_DNNL(dnnl_memory_desc_init_by_strides(&bias, d->ndims, bd, dnnl_f32, NULL), n);
+    CX_DNNL(dnnl_memory_create(&st->bias, &bias, eng, DNNL_MEMORY_NONE), n);
+  }
+  CX_DNNL(dnnl_matmul_desc_init(&md, &a, &b, d->bias ? &bias : NULL, &y), n);
   CX_DNNL(dnnl_primitive_desc_create(&st->pd, &md, st->attr, eng, NULL), n);
   CX_DNNL(dnnl_primitive_create(&st->prim, st->pd), n);
   CX_DNNL(dnnl_memory_create(&st->y, &y, eng, DNNL_MEMORY_NONE), n);
@@ -183,8 +191,12 @@ static cx_status mm_execute(const cx_kernel_args *a, const void *pa, const void 
   if (!ma || !mb)
     return cx_fail(CX_ERR_BACKEND, "binding or rounding the operands failed in node '%s'", n->name);
   CX_DNNL(dnnl_memory_set_data_handle(st->y, py), n);
-  dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, st->y}};
+  dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, st->y}};
   int nargs = 3;
+  if (st->bias) {
+    CX_DNNL(dnnl_memory_set_data_handle(st->bias, a->in[2].data), n);
+    args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, st->bias};
+  }
   if (st->scratch) {
     CX_DNNL(dnnl_memory_set_data_handle(st->scratch, a->scratch), n);
     args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, st->scratch};
@@ -216,7 +228,8 @@ static cx_status matmul_prepare(const cx_kernel_args *a, void **state, size_t *s
   if (s[1].ndim == 1) s[1] = cx_shape_make(2, (int64_t[]){s[1].d[0], 1});
   bool trans_a = cx_node_int(n, "transA", 0) != 0;
   fold_batch_rows(&s[0], &s[1], trans_a);
-  mm_desc d = {.alpha = 1, .operand_type = mm_operand_type(a->precision)};
+  mm_desc d = {.alpha = 1, .operand_type = mm_operand_type(a->precision),
+               .bias = a->n_in > 2 && n->in[2] >= 0}; /* MatMulFused's */
   d.ndims = s[0].ndim > s[1].ndim ? s[0].ndim : s[1].ndim;
   operand_desc(&s[0], d.ndims, trans_a, d.a_dims, d.a_strides);
   operand_desc(&s[1], d.ndims, cx_node_int(n, "transB", 0) != 0, d.b_dims, d.b_strides);
@@ -278,5 +291,6 @@ const cx_kernel cx_cpu_linear[] = {
     {"GemmFused", gemm_prepare, gemm_run, mm_release, 0, NULL},
     {"MatMul", matmul_prepare, matmul_run, mm_release, 0, NULL},
     {"MatMulT", matmul_prepare, matmul_run, mm_release, 0, NULL},
+    {"MatMulFused", matmul_prepare, matmul_run, mm_release, 0, NULL},
     {NULL, NULL, NULL, NULL, 0, NULL},
 };

@@ -1,6 +1,6 @@
-/* References for the inference pass's fused ops (core/ops/fused.c): the Conv or Gemm reference,
- * the summed input, then the activation's own reference, run on a node of that activation op
- * carrying the fused node's act_* attributes under the activation's names. */
+/* References for the inference pass's fused ops (core/ops/fused.c): the Conv, Gemm or MatMul
+ * reference, the summed input or the bias, then the activation's own reference, run on a node
+ * of that activation op carrying the fused node's act_* attributes under the activation's names. */
 
 #include <math.h>
 #include <stdlib.h>
@@ -56,8 +56,20 @@ static cx_status ref_gemm_fused(const cx_ref_args *a) {
   return activation(a->node, &a->out[0]);
 }
 
+static cx_status ref_matmul_fused(const cx_ref_args *a) {
+  cx_ref_args m = *a;
+  m.n_in = 2;
+  CX_TRY(cx_ref_find("MatMul")(&m));
+  if (a->n_in > 2 && a->in[2].data) {
+    int64_t cols = a->in[2].shape.d[0], count = cx_shape_numel(&a->out[0].shape);
+    for (int64_t i = 0; i < count; i++) a->out[0].data[i] += a->in[2].data[i % cols];
+  }
+  return activation(a->node, &a->out[0]);
+}
+
 const cx_ref_entry cx_ref_fused[] = {
     {"ConvFused", ref_conv_fused},
     {"GemmFused", ref_gemm_fused},
+    {"MatMulFused", ref_matmul_fused},
     {NULL, NULL},
 };
