@@ -12,6 +12,21 @@
 
 enum { PAR_MIN = 1 << 14, COL_BLOCK = 64 };
 
+/* A row's mean (rounded to f32, as the normalisation uses it) and 1 / sqrt(variance + eps), the
+ * sums in double. The simd reductions let them vectorise (a fixed order of lanes for a given
+ * build and CPU): ViT-B/16's LayerNorms took 3 ns an element in scalar double loops. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+row_stats(const float *x, int64_t n, float eps, float *mean, float *inv) {
+  double s = 0, v = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < n; j++) s += x[j];
+  float m = (float)(s / (double)n);
+#pragma omp simd reduction(+ : v)
+  for (int64_t j = 0; j < n; j++) v += (double)(x[j] - m) * (x[j] - m);
+  *mean = m;
+  *inv = (float)(1 / sqrt(v / (double)n + eps));
+}
+
 static cx_status run_ln(const cx_kernel_args *a) {
   int64_t rows, cols;
   CX_TRY(cx_layer_norm_split(a->node, &a->in[0].shape, &rows, &cols));
@@ -25,11 +40,8 @@ static cx_status run_ln(const cx_kernel_args *a) {
   for (int64_t r = 0; r < rows; r++) {
     const float *xr = x + r * cols;
     float *yr = y + r * cols;
-    double s = 0, v = 0;
-    for (int64_t j = 0; j < cols; j++) s += xr[j];
-    float m = (float)(s / (double)cols);
-    for (int64_t j = 0; j < cols; j++) v += (double)(xr[j] - m) * (xr[j] - m);
-    float is = (float)(1 / sqrt(v / (double)cols + eps));
+    float m, is;
+    row_stats(xr, cols, eps, &m, &is);
     if (b)
       for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - m) * is * scale[j] + b[j];
     else
