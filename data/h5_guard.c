@@ -250,24 +250,32 @@ static bool whole_gheap_ok(guard_file *g, haddr_t addr, const unsigned char *p, 
  * versions keep it in the superblock extension, a checksummed object header. HDF5 reads the
  * superblock's fixed part (signature, versions, sizes: 16 bytes), then the rest after it, where
  * the block's address is (offset 0x30 of version 0, 0x34 of version 1). */
-static bool superblock_ok(guard_file *g, haddr_t addr, const unsigned char *p, size_t n) {
+static const char *superblock_refusal(guard_file *g, haddr_t addr, const unsigned char *p,
+                                      size_t n) {
   if (n >= 9 && memcmp(p, "\211HDF\r\n\032\n", 8) == 0) {
     g->sb_addr = addr, g->sb_version = p[8];
     int at = g->sb_version < 2 ? 13 : 9; /* where the sizes of offsets and lengths are */
     g->sb_offsets = (int)n > at + 1 ? p[at] : 0, g->sb_lengths = (int)n > at + 1 ? p[at + 1] : 0;
     g->bt.sizes_8 = g->sb_offsets == 8 && g->sb_lengths == 8;
+    /* every writer's default, and all the checks here read; libhdf5 trusts the others further
+     * (a fuzzed superblock of 2-byte addresses made it allocate 2 GB) */
+    if ((int)n > at + 1 && !g->bt.sizes_8)
+      return "a superblock of addresses or lengths other than 8 bytes (every HDF5 writer's "
+             "default): refused";
     /* chunk B-tree nodes hold 2K = 64 entries unless a version 1 superblock says otherwise
      * (its "indexed storage internal node K", below); later versions keep K in the superblock
      * extension, not read here: their chunk nodes are not checked */
     g->bt.chunk_two_k = g->sb_version < 2 ? 64 : 0;
-    return true;
+    return NULL;
   }
   if (g->sb_version == 1 && addr == g->sb_addr + 16 && n >= 10)
     g->bt.chunk_two_k = 2 * (int)le(p + 8, 2);
   if (g->sb_version < 0 || g->sb_version > 1 || g->sb_offsets != 8 || addr != g->sb_addr + 16)
-    return true;
+    return NULL;
   size_t at = (g->sb_version == 0 ? 0x30 : 0x34) - 16;
-  return n < at + 8 || le(p + at, 8) == UINT64_MAX;
+  if (n < at + 8 || le(p + at, 8) == UINT64_MAX) return NULL;
+  return "a superblock pointing to a driver information block (a file of the family or multi "
+         "driver): refused";
 }
 
 /* The driver's last refusal on this thread: libhdf5 clears its error stack on some paths (a
@@ -292,10 +300,8 @@ static const char *refusal(guard_file *g, H5FD_mem_t type, haddr_t addr, const u
   if (!lheap_ok(g, p, size))
     return "damaged local heap (its free list comes back on itself, or a free block runs past "
            "it): refused, as libhdf5 1.10 would allocate without end or overrun on it";
-  if (type == H5FD_MEM_SUPER && !superblock_ok(g, addr, p, size))
-    return "a superblock pointing to a driver information block (a file of the family or multi "
-           "driver): refused";
-  const char *why = NULL;
+  const char *why = type == H5FD_MEM_SUPER ? superblock_refusal(g, addr, p, size) : NULL;
+  if (why) return why;
   g->oh.base = g->pub.base_addr; /* known once HDF5 has read the superblock */
   if (!cx_h5_btree_ok(&g->bt, addr - g->oh.base, p, size, &why)) return why;
   if (type == H5FD_MEM_OHDR && !cx_h5_ohdr_ok(&g->oh, addr, p, size, &why)) return why;
