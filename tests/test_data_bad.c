@@ -221,6 +221,14 @@ static unsigned char *slurp(const char *path, size_t *n) {
   return b;
 }
 
+/* Writes b[0, n) over path; false on any failure. */
+static bool spit(const char *path, const unsigned char *b, size_t n) {
+  FILE *f = fopen(path, "wb");
+  bool ok = f && fwrite(b, 1, n, f) == n;
+  if (f) ok = fclose(f) == 0 && ok;
+  return ok;
+}
+
 static uint64_t le64(const unsigned char *p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
@@ -244,9 +252,7 @@ static bool damage_heap(const char *path) {
       if (idx == 0) memset(g + p + 8, 0, 8), done = true;
       else p += 16 + (size_t)((obj + 7) & ~(uint64_t)7);
     }
-    FILE *f = fopen(path, "wb");
-    if (f && fwrite(b, 1, n, f) != n) done = false;
-    if (f) fclose(f);
+    done = done && spit(path, b, n);
   }
   free(b);
   return done;
@@ -287,9 +293,7 @@ static bool loop_local_heap(const char *path) {
     uint64_t size = le64(h + 16 - 8), head = le64(h + 16), at = le64(h + 24);
     if (head != 1 && head < size && at + head + 8 <= n) {
       memcpy(b + at + head, h + 16, 8); /* the next block: this one */
-      FILE *f = fopen(path, "wb");
-      done = f && fwrite(b, 1, n, f) == n;
-      if (f) done = fclose(f) == 0 && done;
+      done = spit(path, b, n);
     }
   }
   free(b);
@@ -314,9 +318,7 @@ static bool loop_btree(const char *path) {
     uint64_t self = (uint64_t)(t - b); /* a data set has no user block: addresses are offsets */
     t[5] = 1;
     for (int i = 0; i < 8; i++) t[32 + i] = (unsigned char)(self >> (8 * i));
-    FILE *f = fopen(path, "wb");
-    done = f && fwrite(b, 1, n, f) == n;
-    if (f) done = fclose(f) == 0 && done;
+    done = spit(path, b, n);
   }
   free(b);
   return done;
