@@ -48,7 +48,7 @@ static cx_status become(matcher *m, int i, const char *op, const int *in, int n)
   return node->op ? CX_OK : cx_fail(CX_ERR_UNSUPPORTED, "inference patterns: no op %s", op);
 }
 
-static void kill(matcher *m, const int *nodes, int n, int *count) {
+static void drop(matcher *m, const int *nodes, int n, int *count) {
   for (int k = 0; k < n; k++) m->dead[nodes[k]] = true;
   *count += n;
 }
@@ -71,7 +71,7 @@ static cx_status gelu_at(matcher *m, int d, int *count) {
   if (m2 < 0 || !scalar_near(m, other_input(&m->g->nodes[m2], m->g->nodes[m1].out[0]), 0.5f))
     return CX_OK;
   CX_TRY(become(m, m2, "Gelu", &x, 1));
-  kill(m, (int[]){d, erf, add, m1}, 4, count);
+  drop(m, (int[]){d, erf, add, m1}, 4, count);
   return CX_OK;
 }
 
@@ -87,9 +87,10 @@ static bool mean_last_axis(const matcher *m, const cx_node *r) {
 
 /* An affine parameter of LayerNorm over x's last axis: an f32 initializer of x's last dim. */
 static bool affine_of(const matcher *m, int v, int x) {
+  if (v < 0) return false;
   const cx_value *p = &m->g->values[v], *xv = &m->g->values[x];
-  return v >= 0 && (p->kind == CX_VALUE_PARAM || p->kind == CX_VALUE_CONST) &&
-         p->dtype == CX_F32 && p->shape.ndim == 1 && xv->shape.ndim >= 1 &&
+  return (p->kind == CX_VALUE_PARAM || p->kind == CX_VALUE_CONST) && p->dtype == CX_F32 &&
+         p->shape.ndim == 1 && xv->shape.ndim >= 1 &&
          p->shape.d[0] == xv->shape.d[xv->shape.ndim - 1];
 }
 
@@ -128,7 +129,7 @@ static cx_status layer_norm_at(matcher *m, int r1, int *count) {
   CX_TRY(become(m, bias, "LayerNormalization", (int[]){x, gamma, beta}, 3));
   cx_node_set_int(m->g, bias, "axis", -1);
   cx_node_set_float(m->g, bias, "epsilon", eps);
-  kill(m, (int[]){r1, sub, pow, r2, add, sq, div, mul}, 8, count);
+  drop(m, (int[]){r1, sub, pow, r2, add, sq, div, mul}, 8, count);
   return cx_graph_status(m->g);
 }
 
