@@ -4,9 +4,12 @@ steps (forward, backward, SGD with momentum) on random data, NCHW and channels_l
 
 usage: train_speed_torch.py MODEL [--batch 128] [--threads 2] [--steps 20] [--warmup 3]
                             [--bf16] [--json]
-MODEL: resnet20 (1x28x28, 10 classes, as models/resnet.c) or mobilenet_v2_0.5 (torchvision
-MobileNetV2 width 0.5 with a stride-1 stem for 28 px inputs, as models/mobilenet_v2.c's
-small_input) or mobilenet_v2 (width 1.0, 3x32x32).
+MODEL, each as models/ builds it (bench/run_train.sh gives the matching compress spec):
+  resnet20, mobilenet_v2_0.5        the Fashion-MNIST pair at 1x28x28 (MobileNetV2 width 0.5 with
+                                    a stride-1 stem, as models/mobilenet_v2.c's small_input)
+  resnet20_32, resnet56_32          CIFAR ResNets at 3x32x32
+  mobilenet_v2, mobilenet_v2_0.5_32 MobileNetV2 width 1.0 / 0.5 at 3x32x32, stride-1 stem
+  mobilenet_v3_small, efficientnet_b0   torchvision's, 10 classes, at 3x32x32
 """
 import argparse
 import json
@@ -22,14 +25,20 @@ from train_torch import ResNet20  # noqa: E402  (the same ResNet-20 as the accur
 
 
 def build(name):
-    if name == "resnet20":
-        return ResNet20(), (1, 28, 28)
-    width = 0.5 if name == "mobilenet_v2_0.5" else 1.0
+    if name in ("resnet20", "resnet20_32", "resnet56_32"):
+        cifar = name != "resnet20"
+        return (ResNet20(channels=3 if cifar else 1, blocks=9 if name == "resnet56_32" else 3),
+                (3, 32, 32) if cifar else (1, 28, 28))
+    if name == "mobilenet_v3_small":
+        return torchvision.models.mobilenet_v3_small(num_classes=10), (3, 32, 32)
+    if name == "efficientnet_b0":
+        return torchvision.models.efficientnet_b0(num_classes=10), (3, 32, 32)
+    width = 0.5 if name.startswith("mobilenet_v2_0.5") else 1.0
+    shape = (1, 28, 28) if name == "mobilenet_v2_0.5" else (3, 32, 32)
     m = torchvision.models.mobilenet_v2(num_classes=10, width_mult=width)
     stem = m.features[0][0]
-    m.features[0][0] = torch.nn.Conv2d(1 if width == 0.5 else 3, stem.out_channels, 3, 1, 1,
-                                       bias=False)
-    return m, ((1, 28, 28) if width == 0.5 else (3, 32, 32))
+    m.features[0][0] = torch.nn.Conv2d(shape[0], stem.out_channels, 3, 1, 1, bias=False)
+    return m, shape
 
 
 def measure(model, shape, batch, steps, warmup, channels_last, bf16):

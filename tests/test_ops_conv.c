@@ -1,7 +1,8 @@
 /* Conv and ConvGrad: forward against the double reference, gradients against finite differences
  * (through oc_check), and every element of ConvGrad's outputs against the reference ConvGrad.
  * Depthwise 3x3 cases go through the hand-written path; they are run again with
- * CX_CONV_DEPTHWISE=c (the portable fallback) and =dnnl (oneDNN). */
+ * CX_CONV_DEPTHWISE=c (the portable fallback) and =dnnl (oneDNN). The Winograd cases run again
+ * with CX_CONV_WINOGRAD=off (the direct algorithm). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,14 @@ static const conv_case cases[] = {
     {0},
 };
 
+/* 3x3 stride 1 with 16 channels or more: Winograd in training on AVX-512 (kernels/cpu/conv.c) */
+static const conv_case wino_cases[] = {
+    {"3x3 16 -> 16 pad 1", GEO(2, 16, 6, 7, 16, 3, 3, 1), .pads = {1, 1, 1, 1}, .bias = true},
+    {"3x3 32 -> 16 no pad 9x6", GEO(3, 32, 9, 6, 16, 3, 3, 1)},
+    {"3x3 16 -> 48 pads (0,1,2,1): oneDNN declines Winograd, direct", GEO(1, 16, 5, 5, 48, 3, 3, 1), .pads = {0, 1, 2, 1}, .bias = true},
+    {0},
+};
+
 /* Depthwise 3x3, stride 1 or 2: the hand-written path. Widths cross its 16- and 32-column blocks;
  * 16 channels or more on small planes take its 16-channel tiles. */
 static const conv_case dw_cases[] = {
@@ -170,6 +179,10 @@ int main(void) {
   setenv("CX_CONV_DEPTHWISE", "dnnl", 1);
   fails += check_all(dw_cases, " [oneDNN]");
   unsetenv("CX_CONV_DEPTHWISE");
+  fails += check_all(wino_cases, "");
+  setenv("CX_CONV_WINOGRAD", "off", 1);
+  fails += check_all(wino_cases, " [direct]");
+  unsetenv("CX_CONV_WINOGRAD");
   fails += check_rejected("a 1-D convolution", S(1, 2, 8), S(3, 2, 3), 1, NULL, "only 2-D");
   fails += check_rejected("a 3-D convolution", S(1, 2, 4, 4, 4), S(3, 2, 3, 3, 3), 1, NULL,
                           "only 2-D");
