@@ -2,7 +2,7 @@
  * (through oc_check), and every element of ConvGrad's outputs against the reference ConvGrad.
  * Depthwise 3x3 cases go through the hand-written path; they are run again with
  * CX_CONV_DEPTHWISE=c (the portable fallback) and =dnnl (oneDNN). The Winograd cases run again
- * with CX_CONV_WINOGRAD=off (the direct algorithm). */
+ * with CX_CONV_WINOGRAD=off (the direct algorithm), the cropped-kernel cases with CX_CONV_NO_CROP=1. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +142,18 @@ static const conv_case dw_cases[] = {
     {0},
 };
 
+/* Kernels larger than the padded map can use: only the taps that meet the input are computed
+ * (kernels/cpu/conv.c, crop_of); run again with CX_CONV_NO_CROP=1. */
+static const conv_case crop_cases[] = {
+    {"depthwise 5x5 on 1x1 pads 2 (1 tap)", GEO(3, 20, 1, 1, 20, 5, 5, 20), .pads = {2, 2, 2, 2}, .bias = true},
+    {"depthwise 5x5 on 2x2 pads 2 (3x3 taps)", GEO(2, 18, 2, 2, 18, 5, 5, 18), .pads = {2, 2, 2, 2}},
+    {"depthwise 5x5 stride 2 on 3x1 pads 2", GEO(2, 4, 3, 1, 4, 5, 5, 4), .strides = {2, 2}, .pads = {2, 2, 2, 2}, .bias = true},
+    {"3x3 on 1x1 pads 1 (1 tap)", GEO(2, 16, 1, 1, 24, 3, 3, 1), .pads = {1, 1, 1, 1}, .bias = true},
+    {"3x3 on 1x3 pads (1,0,1,2)", GEO(2, 5, 1, 3, 6, 3, 3, 1), .pads = {1, 0, 1, 2}},
+    {"groups 2 5x5 on 2x1 pads 2", GEO(1, 4, 2, 1, 6, 5, 5, 2), .pads = {2, 2, 2, 2}, .bias = true},
+    {0},
+};
+
 /* A graph that must not compile; its message must contain `want`. */
 static int check_rejected(const char *label, cx_shape xs, cx_shape ws, int64_t group,
                           const char *auto_pad, const char *want) {
@@ -179,6 +191,10 @@ int main(void) {
   setenv("CX_CONV_DEPTHWISE", "dnnl", 1);
   fails += check_all(dw_cases, " [oneDNN]");
   unsetenv("CX_CONV_DEPTHWISE");
+  fails += check_all(crop_cases, "");
+  setenv("CX_CONV_NO_CROP", "1", 1);
+  fails += check_all(crop_cases, " [whole kernel]");
+  unsetenv("CX_CONV_NO_CROP");
   fails += check_all(wino_cases, "");
   setenv("CX_CONV_WINOGRAD", "off", 1);
   fails += check_all(wino_cases, " [direct]");

@@ -126,6 +126,10 @@ int main(void) {
   f += bn_case("bn train [3,7,2,3] eps 0.1", S(3, 7, 2, 3), true, 0.1f, 70);
   f += bn_case("bn train [5,4] rank 2", S(5, 4), true, -1, 80);
   f += bn_case("bn train [2,3,9,11]", S(2, 3, 9, 11), true, -1, 90);
+  /* one value per channel and image: the rows of norm_nhwc.c, C not a multiple of 16 */
+  f += bn_case("bn infer [3,17,1,1] 1x1 maps", S(3, 17, 1, 1), false, -1, 120);
+  f += bn_case("bn train [6,20,1,1] 1x1 maps", S(6, 20, 1, 1), true, -1, 130);
+  f += running_stats_case("bn running stats [7,18,1,1] momentum 0.8", S(7, 18, 1, 1), 0.8f, 140);
   f += running_stats_case("bn running stats [2,3,5,7] momentum 0.9", S(2, 3, 5, 7), 0.9f, 100);
   f += running_stats_case("bn running stats [1,5,3,4] momentum 0.7", S(1, 5, 3, 4), 0.7f, 110);
   f += bad_shape_case();

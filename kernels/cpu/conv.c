@@ -31,6 +31,9 @@
  *   CX_CONV_DW_NHWC=c | dnnl      channels-last depthwise 3x3 weight gradients always / never
  *                                 through conv_depthwise_nhwc.c (default: where oneDNN has no
  *                                 depthwise kernel for the shape)
+ *   CX_CONV_WINOGRAD=off          the direct algorithm where Winograd's would run (winograd_fits)
+ *   CX_CONV_NO_CROP=1             every kernel tap computed, also those that only meet padding
+ *                                 (crop_of)
  *
  * ConvFused (core/ops/fused.c, made by the inference pass core/infer_fuse.c) is the forward
  * primitive with post-ops: sum (the residual S, input 3, copied into the destination before the
@@ -149,8 +152,67 @@ static cx_status md_init(dnnl_memory_desc_t *user, dnnl_memory_desc_t *prim, con
   return CX_OK;
 }
 
-static cx_status mds_init(conv_mds *m, const cx_node *node, const cx_conv_geom *g,
-                          const conv_io *io, conv_types t) {
+/* ---- kernel taps that only ever meet padding ----------------------------------------------------
+ * On small maps a large kernel's outer taps multiply padding alone (EfficientNet's 5x5 depthwise
+ * layers at 1x1 and 2x2 in 32-pixel inputs: one tap of 25, or 9). The primitive is then built for
+ * the taps that meet the input, with the padding shrunk to match: same output, a 1x1 or 3x3 kernel
+ * for which oneDNN has fast kernels (its 5x5 depthwise at 1x1 went to im2col + GEMM, 40 ms a
+ * layer at batch 128). The weights are read as a sub-block of W, and dW's other taps are zero. */
+typedef struct conv_crop {
+  bool on;
+  int64_t ky, kx;  /* the first kept tap */
+  cx_conv_geom g;  /* the primitive's geometry: kh, kw and the pads shrunk */
+} conv_crop;
+
+/* The first and last tap along one axis that meets the input at some output position. */
+static void live_taps(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t pad,
+                      int64_t *lo, int64_t *hi) {
+  *lo = k, *hi = -1;
+  for (int64_t t = 0; t < k; t++) {
+    int64_t first = t * d - pad, o = first >= 0 ? 0 : (-first + s - 1) / s;
+    if (o < out && first + o * s < in) {
+      if (*lo == k) *lo = t;
+      *hi = t;
+    }
+  }
+}
+
+static conv_crop crop_of(const cx_conv_geom *g) {
+  conv_crop c = {.g = *g};
+  int64_t y0, y1, x0, x1;
+  live_taps(g->h, g->oh, g->kh, g->sh, g->dh, g->pt, &y0, &y1);
+  live_taps(g->w, g->ow, g->kw, g->sw, g->dw, g->pl, &x0, &x1);
+  if (y1 < 0 || x1 < 0 || (y1 - y0 + 1 == g->kh && x1 - x0 + 1 == g->kw)) return c;
+  c.g.kh = y1 - y0 + 1, c.g.kw = x1 - x0 + 1;
+  c.g.pt -= y0 * g->dh, c.g.pb -= (g->kh - 1 - y1) * g->dh;
+  c.g.pl -= x0 * g->dw, c.g.pr -= (g->kw - 1 - x1) * g->dw;
+  c.on = c.g.pt >= 0 && c.g.pb >= 0 && c.g.pl >= 0 && c.g.pr >= 0 && !getenv("CX_CONV_NO_CROP");
+  c.ky = y0, c.kx = x0;
+  if (!c.on) c.g = *g;
+  return c;
+}
+
+/* The weights W [O, I/group, kh, kw] as the program holds them (tag), or the crop's sub-block. */
+static cx_status wei_user_md(dnnl_memory_desc_t *md, const cx_node *node, const cx_conv_geom *g,
+                             const conv_crop *c, dnnl_format_tag_t tag) {
+  int64_t gr = g->group, nd = gr == 1 ? 4 : 5;
+  dnnl_dims_t full = {g->c_out, g->c_in, g->kh, g->kw}, part = {g->c_out, g->c_in, c->g.kh, c->g.kw};
+  dnnl_dims_t at = {0, 0, c->ky, c->kx};
+  if (gr > 1) { /* grouped: [G, O/G, I/G, kh, kw] */
+    int64_t f5[5] = {gr, g->c_out / gr, g->c_in / gr, g->kh, g->kw};
+    int64_t p5[5] = {gr, g->c_out / gr, g->c_in / gr, c->g.kh, c->g.kw}, a5[5] = {0, 0, 0, c->ky, c->kx};
+    memcpy(full, f5, sizeof f5), memcpy(part, p5, sizeof p5), memcpy(at, a5, sizeof a5);
+  }
+  CX_DNNL(dnnl_memory_desc_init_by_tag(md, (int)nd, full, dnnl_f32, tag), node);
+  if (!c->on) return CX_OK;
+  dnnl_memory_desc_t whole = *md;
+  CX_DNNL(dnnl_memory_desc_init_submemory(md, &whole, part, at), node);
+  return CX_OK;
+}
+
+static cx_status mds_init(conv_mds *m, const cx_node *node, const cx_conv_geom *full,
+                          const conv_crop *crop, const conv_io *io, conv_types t) {
+  const cx_conv_geom *g = &crop->g;
   conv_fmt f = t.winograd ? FMT_BLOCKED : choose_fmt(g, io, t.inference);
   m->alg = t.winograd ? dnnl_convolution_winograd : dnnl_convolution_direct;
   if (t.plain && f == FMT_BLOCKED) f = FMT_PLAIN;
@@ -160,13 +222,15 @@ static cx_status mds_init(conv_mds *m, const cx_node *node, const cx_conv_geom *
                  act_tag(io->src, f), f, true, t.src));
   CX_TRY(md_init(&m->u_dst, &m->dst, node, 4, (dnnl_dims_t){g->n, g->c_out, g->oh, g->ow},
                  act_tag(io->dst, f), f, true, t.dst));
+  dnnl_format_tag_t wtag = gr == 1 ? (w_cl ? dnnl_ohwi : dnnl_oihw) : (w_cl ? dnnl_gohwi : dnnl_goihw);
   if (gr == 1)
     CX_TRY(md_init(&m->u_wei, &m->wei, node, 4, (dnnl_dims_t){g->c_out, g->c_in, g->kh, g->kw},
-                   w_cl ? dnnl_ohwi : dnnl_oihw, f, false, t.wei));
+                   wtag, f, false, t.wei));
   else
     CX_TRY(md_init(&m->u_wei, &m->wei, node, 5,
-                   (dnnl_dims_t){gr, g->c_out / gr, g->c_in / gr, g->kh, g->kw},
-                   w_cl ? dnnl_gohwi : dnnl_goihw, f, false, t.wei));
+                   (dnnl_dims_t){gr, g->c_out / gr, g->c_in / gr, g->kh, g->kw}, wtag, f, false,
+                   t.wei));
+  CX_TRY(wei_user_md(&m->u_wei, node, full, crop, wtag));
   CX_DNNL(dnnl_memory_desc_init_by_tag(&m->bias, 1, (dnnl_dims_t){g->c_out}, dnnl_f32, dnnl_x), node);
   memcpy(m->strides, (dnnl_dims_t){g->sh, g->sw}, sizeof(dnnl_dims_t));
   memcpy(m->dilates, (dnnl_dims_t){g->dh - 1, g->dw - 1}, sizeof(dnnl_dims_t));
@@ -195,6 +259,7 @@ typedef struct conv_state {
   bool want[3];            /* ConvGrad: dX, dW, dB */
   cx_dnnl_exec fwd, bwd_data, bwd_weights;
   bool winograd;           /* see winograd_fits */
+  conv_crop crop;          /* the oneDNN primitives' kernel taps (see crop_of) */
   bool own_wgrad;          /* channels-last depthwise dW/dB through conv_depthwise_nhwc.c */
   int threads;             /* its scratch is sized for this many */
 } conv_state;
@@ -241,7 +306,8 @@ static conv_state *state_new(const cx_kernel_args *a, int x_in, cx_status *st) {
     return NULL;
   }
   s->path = choose_path(&s->g, any_nhwc(a), !strcmp(a->node->op->name, "ConvFused"));
-  s->winograd = s->path == PATH_DNNL && winograd_fits(&s->g, a);
+  s->crop = crop_of(&s->g);
+  s->winograd = s->path == PATH_DNNL && winograd_fits(&s->crop.g, a);
   return s;
 }
 
@@ -307,7 +373,7 @@ static cx_status conv_build_fwd(conv_state *s, const cx_kernel_args *a) {
   conv_io io = {&a->in[0], &a->out[0], &a->in[1]};
   conv_types t = conv_types_for(a->precision, CONV_WRITES_DST, &s->g, s->winograd);
   t.inference = !a->training;
-  CX_TRY(mds_init(&m, a->node, &s->g, &io, t));
+  CX_TRY(mds_init(&m, a->node, &s->g, &s->crop, &io, t));
   CX_TRY(fwd_desc(&cd, a->node, &m, a->training, bias));
   dnnl_primitive_attr_t attr;
   CX_TRY(fused_attr(a, &attr));
@@ -362,7 +428,7 @@ static cx_status grad_hint(dnnl_primitive_desc_t *hint, const cx_kernel_args *a,
   dnnl_convolution_desc_t cd;
   dnnl_engine_t eng = cx_dnnl_engine();
   if (!eng) return CX_ERR_BACKEND;
-  CX_TRY(mds_init(&m, a->node, &s->g, io,
+  CX_TRY(mds_init(&m, a->node, &s->g, &s->crop, io,
                   conv_types_for(a->precision, CONV_WRITES_DST, &s->g, s->winograd)));
   CX_TRY(fwd_desc(&cd, a->node, &m, true, bias));
   CX_DNNL(dnnl_primitive_desc_create(hint, &cd, NULL, eng, NULL), a->node);
@@ -376,7 +442,7 @@ static cx_status grad_build_data(conv_state *s, const cx_kernel_args *a) {
   dnnl_primitive_desc_t pd, hint;
   cx_dnnl_exec *e = &s->bwd_data;
   conv_io io = {&a->out[0], &a->in[0], &a->in[2]};
-  CX_TRY(mds_init(m, a->node, &s->g, &io,
+  CX_TRY(mds_init(m, a->node, &s->g, &s->crop, &io,
                   conv_types_for(a->precision, CONV_WRITES_SRC, &s->g, s->winograd)));
   CX_DNNL(dnnl_dilated_convolution_backward_data_desc_init(&cd, m->alg, &m->src,
                                                            &m->wei, &m->dst, m->strides,
@@ -401,7 +467,7 @@ static cx_status grad_build_weights(conv_state *s, const cx_kernel_args *a) {
   bool db = s->want[2];
   cx_dnnl_exec *e = &s->bwd_weights;
   conv_io io = {&a->in[1], &a->in[0], &a->out[1]};
-  CX_TRY(mds_init(m, a->node, &s->g, &io,
+  CX_TRY(mds_init(m, a->node, &s->g, &s->crop, &io,
                   conv_types_for(a->precision, CONV_WRITES_WEI, &s->g, s->winograd)));
   CX_DNNL(dnnl_dilated_convolution_backward_weights_desc_init(
               &cd, m->alg, &m->src, &m->wei, db ? &m->bias : NULL, &m->dst,
@@ -485,7 +551,11 @@ static cx_status grad_run_dnnl(conv_state *s, const cx_kernel_args *a) {
     cx_conv_dw3x3_nhwc_backward_weights(&s->g, cx_f32(&a->in[1]), cx_f32(&a->in[0]),
                                         cx_f32(&a->out[1]), s->want[2] ? cx_f32(&a->out[2]) : NULL,
                                         a->scratch, s->threads);
-  else if (s->want[1]) CX_TRY(cx_dnnl_exec_run(&s->bwd_weights, a));
+  else if (s->want[1]) {
+    if (s->crop.on) /* the primitive writes the kept taps only */
+      memset(cx_f32(&a->out[1]), 0, sizeof(float) * (size_t)cx_shape_numel(&a->out[1].shape));
+    CX_TRY(cx_dnnl_exec_run(&s->bwd_weights, a));
+  }
   else if (s->want[2]) bias_grad(&s->g, &a->in[0], cx_f32(&a->out[2]));
   return CX_OK;
 }

@@ -7,8 +7,8 @@
 #include "cpu.h"
 #include "norm_nhwc.h"
 
-/* Batch normalization on NCHW (any rank >= 2: [N, C, spatial...]); channels-last 4-D tensors go to
- * norm_nhwc.c. Hand-written: per channel the
+/* Batch normalization on NCHW (any rank >= 2: [N, C, spatial...]); channels-last 4-D tensors, and
+ * tensors of one value per channel and image, go to norm_nhwc.c. Hand-written: per channel the
  * data is N planes of `S` contiguous floats, so one thread per channel streams its planes with
  * vectorised loops, and the statistics need no cross-thread reduction. */
 
@@ -114,12 +114,18 @@ typedef struct bn_state {
   int threads; /* the scratch holds partial sums for this many */
 } bn_state;
 
+/* Rows of C floats: channels-last, or one value per channel and image (a 1x1 map, or [N, C]),
+ * where the planes of the loops below would be single floats. */
+static bool bn_rows(const cx_tensor *x) {
+  return cx_tensor_nhwc(x) || (cx_tensor_is_contiguous(x) && bn_dims_of(x).s == 1);
+}
+
 /* X is input x_in (BatchNormGrad: 1). Plain tensors need no state, only the room for the sums
  * a synchronised BatchNorm pools (BatchNormTrain and BatchNormGrad; a program learns of its
  * replicas after compiling, so the room is always there). */
 static cx_status bn_prepare_x(const cx_kernel_args *a, int x_in, void **state, size_t *scratch) {
   *scratch = cx_bn_pool_bytes(a->in[x_in].shape.d[1]);
-  if (!cx_tensor_nhwc(&a->in[x_in])) return CX_OK;
+  if (!bn_rows(&a->in[x_in])) return CX_OK;
   bn_state *s = malloc(sizeof *s);
   if (!s) return cx_fail(CX_ERR_NOMEM, "node '%s': out of memory", a->node->name);
   s->threads = omp_get_max_threads();

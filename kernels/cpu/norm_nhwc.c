@@ -139,9 +139,10 @@ typedef struct bn_geom {
   int64_t rows, c, t; /* t: the tile, lcm(c, LANES) floats */
 } bn_geom;
 
+/* Channels-last [N, C, H, W], or any [N, C, 1...] (norm.c's bn_rows): numel / C rows of C. */
 static bn_geom geom_of(const cx_tensor *x) {
   int64_t c = x->shape.d[1];
-  return (bn_geom){x->shape.d[0] * x->shape.d[2] * x->shape.d[3], c, c / gcd(c, LANES) * LANES};
+  return (bn_geom){cx_shape_numel(&x->shape) / c, c, c / gcd(c, LANES) * LANES};
 }
 
 /* The scratch: per-thread double partials (2C each), per-thread float lanes (2T each), six

@@ -3,10 +3,10 @@
 
 #include "cpu.h"
 
-/* Batch normalization on channels-last 4-D tensors (kernels/cpu/norm_nhwc.c): the data is
- * N*H*W rows of C contiguous floats, so loops run along rows vectorised over channels, each thread
+/* Batch normalization on channels-last 4-D tensors and on tensors of one value per channel and
+ * image (kernels/cpu/norm_nhwc.c): the data is rows of C contiguous floats, so loops run along rows vectorised over channels, each thread
  * takes a range of rows and keeps per-channel partial sums that are reduced after. The
- * BatchNormalization kernels in norm.c call these when their X is channels-last. */
+ * BatchNormalization kernels in norm.c call these for such an X. */
 
 /* Scratch bytes for C channels and up to `threads` threads. */
 size_t cx_bn_nhwc_scratch(int64_t c, int threads);
