@@ -91,17 +91,6 @@ typedef struct conv_io {
   const cx_tensor *src, *dst, *wei;
 } conv_io;
 
-/* Blocked layouts win where im2col + GEMM is poor: kernels larger than 1x1, and 1x1 kernels on few
- * channels both ways. A 1x1 convolution with 64 or more channels on either side is a good GEMM
- * already, and the reorders would only add traffic (measured with bench/bench_conv). Channels-last
- * activations go NHWC: oneDNN 2.6 has jit kernels for it, and no reorders are needed; except in
- * an inference program's forward pass, where ungrouped convolutions larger than 1x1 go blocked
- * even with the reorders: oneDNN 2.6's avx2 forward kernel on nhwc is 20-30% slower than on
- * nChw8c there (torchvision ResNet-18 at 224 px, one thread on this AVX2 EPYC: 398 -> 280 ms at
- * batch 1, 15.8 -> 11.6 s at batch 32; ResNet-50 934 -> 712 ms at batch 1; medians of
- * alternating runs on a loaded machine), while training measured the other way (Layouts in
- * docs/ARCHITECTURE.md). CX_CONV_NHWC=blocked sends every channels-last convolution through
- * blocked layouts, CX_CONV_NHWC=nhwc none (to measure). */
 /* 3x3 stride-1 f32 convolutions with 16 or more channels both ways run Winograd's algorithm
  * (oneDNN's jit_wino_4x3 / jit_fp32_wino_2x3, AVX-512 only, on blocked layouts): 2.25-4x fewer
  * multiplications. Measured (one thread, docs/ARCHITECTURE.md "Winograd"): ResNet-20 training at
@@ -117,6 +106,17 @@ static bool winograd_fits(const cx_conv_geom *g, const cx_kernel_args *a) {
          g->c_in >= 16 && g->c_out >= 16;
 }
 
+/* Blocked layouts win where im2col + GEMM is poor: kernels larger than 1x1, and 1x1 kernels on few
+ * channels both ways. A 1x1 convolution with 64 or more channels on either side is a good GEMM
+ * already, and the reorders would only add traffic (measured with bench/bench_conv). Channels-last
+ * activations go NHWC: oneDNN 2.6 has jit kernels for it, and no reorders are needed; except in
+ * an inference program's forward pass, where ungrouped convolutions larger than 1x1 go blocked
+ * even with the reorders: oneDNN 2.6's avx2 forward kernel on nhwc is 20-30% slower than on
+ * nChw8c there (torchvision ResNet-18 at 224 px, one thread on this AVX2 EPYC: 398 -> 280 ms at
+ * batch 1, 15.8 -> 11.6 s at batch 32; ResNet-50 934 -> 712 ms at batch 1; medians of
+ * alternating runs on a loaded machine), while training measured the other way (Layouts in
+ * docs/ARCHITECTURE.md). CX_CONV_NHWC=blocked sends every channels-last convolution through
+ * blocked layouts, CX_CONV_NHWC=nhwc none (to measure). */
 static conv_fmt choose_fmt(const cx_conv_geom *g, const conv_io *io, bool inference) {
   const char *force = getenv("CX_CONV_LAYOUT"), *nhwc_as = getenv("CX_CONV_NHWC");
   if (force && strcmp(force, "plain") == 0) return FMT_PLAIN;
@@ -192,20 +192,19 @@ static conv_crop crop_of(const cx_conv_geom *g) {
   return c;
 }
 
-/* The weights W [O, I/group, kh, kw] as the program holds them (tag), or the crop's sub-block. */
-static cx_status wei_user_md(dnnl_memory_desc_t *md, const cx_node *node, const cx_conv_geom *g,
+/* The crop's sub-block of the weights W [O, I/group, kh, kw] as the program holds them (tag). */
+static cx_status wei_crop_md(dnnl_memory_desc_t *md, const cx_node *node, const cx_conv_geom *g,
                              const conv_crop *c, dnnl_format_tag_t tag) {
-  int64_t gr = g->group, nd = gr == 1 ? 4 : 5;
-  dnnl_dims_t full = {g->c_out, g->c_in, g->kh, g->kw}, part = {g->c_out, g->c_in, c->g.kh, c->g.kw};
+  int64_t gr = g->group, o = g->c_out, i = g->c_in;
+  dnnl_dims_t full = {o, i, g->kh, g->kw}, part = {o, i, c->g.kh, c->g.kw};
   dnnl_dims_t at = {0, 0, c->ky, c->kx};
   if (gr > 1) { /* grouped: [G, O/G, I/G, kh, kw] */
-    int64_t f5[5] = {gr, g->c_out / gr, g->c_in / gr, g->kh, g->kw};
-    int64_t p5[5] = {gr, g->c_out / gr, g->c_in / gr, c->g.kh, c->g.kw}, a5[5] = {0, 0, 0, c->ky, c->kx};
+    int64_t f5[5] = {gr, o / gr, i / gr, g->kh, g->kw};
+    int64_t p5[5] = {gr, o / gr, i / gr, c->g.kh, c->g.kw}, a5[5] = {0, 0, 0, c->ky, c->kx};
     memcpy(full, f5, sizeof f5), memcpy(part, p5, sizeof p5), memcpy(at, a5, sizeof a5);
   }
-  CX_DNNL(dnnl_memory_desc_init_by_tag(md, (int)nd, full, dnnl_f32, tag), node);
-  if (!c->on) return CX_OK;
-  dnnl_memory_desc_t whole = *md;
+  dnnl_memory_desc_t whole;
+  CX_DNNL(dnnl_memory_desc_init_by_tag(&whole, gr == 1 ? 4 : 5, full, dnnl_f32, tag), node);
   CX_DNNL(dnnl_memory_desc_init_submemory(md, &whole, part, at), node);
   return CX_OK;
 }
@@ -222,7 +221,7 @@ static cx_status mds_init(conv_mds *m, const cx_node *node, const cx_conv_geom *
                  act_tag(io->src, f), f, true, t.src));
   CX_TRY(md_init(&m->u_dst, &m->dst, node, 4, (dnnl_dims_t){g->n, g->c_out, g->oh, g->ow},
                  act_tag(io->dst, f), f, true, t.dst));
-  dnnl_format_tag_t wtag = gr == 1 ? (w_cl ? dnnl_ohwi : dnnl_oihw) : (w_cl ? dnnl_gohwi : dnnl_goihw);
+  dnnl_format_tag_t wtag = gr > 1 ? (w_cl ? dnnl_gohwi : dnnl_goihw) : w_cl ? dnnl_ohwi : dnnl_oihw;
   if (gr == 1)
     CX_TRY(md_init(&m->u_wei, &m->wei, node, 4, (dnnl_dims_t){g->c_out, g->c_in, g->kh, g->kw},
                    wtag, f, false, t.wei));
@@ -230,7 +229,7 @@ static cx_status mds_init(conv_mds *m, const cx_node *node, const cx_conv_geom *
     CX_TRY(md_init(&m->u_wei, &m->wei, node, 5,
                    (dnnl_dims_t){gr, g->c_out / gr, g->c_in / gr, g->kh, g->kw}, wtag, f, false,
                    t.wei));
-  CX_TRY(wei_user_md(&m->u_wei, node, full, crop, wtag));
+  if (crop->on) CX_TRY(wei_crop_md(&m->u_wei, node, full, crop, wtag));
   CX_DNNL(dnnl_memory_desc_init_by_tag(&m->bias, 1, (dnnl_dims_t){g->c_out}, dnnl_f32, dnnl_x), node);
   memcpy(m->strides, (dnnl_dims_t){g->sh, g->sw}, sizeof(dnnl_dims_t));
   memcpy(m->dilates, (dnnl_dims_t){g->dh - 1, g->dw - 1}, sizeof(dnnl_dims_t));
