@@ -79,6 +79,9 @@ static conv_types conv_types_for(cx_precision p, conv_dir dir, const cx_conv_geo
    * convolutions: 1.9 s against f32's 64 ms for ResNet-20's 3x3 stride-2 layers (batch 128,
    * 2 threads); its bf16 GEMM path on plain layouts takes 36-47 ms. */
   bool strided = g->sh > 1 || g->sw > 1;
+  /* nor has it a bf16 depthwise backward-weights kernel for most shapes: its grouped jit_bf16 one
+   * computes a 16x16 block per group (EfficientNet-B0 at 32 px: 15-23 ms a layer, f32 < 1 ms) */
+  if (dir == CONV_WRITES_WEI && g->group > 1 && g->c_in == g->group) in = dnnl_f32;
   return (conv_types){.src = dir == CONV_WRITES_SRC ? dnnl_f32 : in,
                       .wei = dir == CONV_WRITES_WEI ? dnnl_f32 : in,
                       .dst = dir == CONV_WRITES_DST ? dnnl_f32 : in,
