@@ -69,8 +69,7 @@ static cx_status read_run(cx_pipeline *p, const cx_toml *r) {
   }
   int64_t v;
   CX_TRY(int_in(r, "seed", 1, 0, INT64_MAX, &p->seed));
-  CX_TRY(int_in(r, "threads", 0, 0, 1024, &v));
-  p->threads = (int)v;
+  CX_TRY(cx_train_config_read_threads(r, &p->threads));
   CX_TRY(int_in(r, "keep_checkpoints", 2, 1, 1 << 20, &v));
   p->keep_checkpoints = (int)v;
   CX_TRY(cx_train_config_read_precision(r, CX_PRECISION_F32, &p->precision));

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../train/cpu_free.h"
 #include "device.h"
 #include "stage_args.h"
 
@@ -85,10 +86,11 @@ static int other(const cx_command *c, const char *o, const char *v, cx_stage_arg
   if (!strcmp(o, "-o") || !strcmp(o, "--output")) a->out = v;
   else if (!strcmp(o, "--svg")) a->svg = v;
   else if (!strcmp(o, "--device")) a->device = v;
+  else if (!strcmp(o, "--threads") && !strcmp(v, "auto")) a->threads = cx_cpu_free_threads(o);
   else if (!strcmp(o, "--threads")) {
     char *end;
     long t = strtol(v, &end, 10);
-    if (*end || t < 0 || t > 1024) return cx_cli_usage_error(c, "--threads '%s': 0 to 1024", v);
+    if (*end || t < 0 || t > 1024) return cx_cli_usage_error(c, "--threads '%s': 0 to 1024 or auto", v);
     a->threads = (int)t;
   } else return cx_cli_usage_error(c, "unknown option '%s'", o);
   return 0;

@@ -1,14 +1,20 @@
 /* `compress train` configs (train/train_config.h): what each key sets, paths relative to the
  * config, every error with its exact file:line:col, the config hash (blind to comments, key
- * order, [run] and epochs; sensitive to anything a step computes with); the gradient and loss
+ * order, [run] and epochs; sensitive to anything a step computes with); threads = "auto"
+ * (train/cpu_free.h) on /proc/stat texts and beside a busy child; the gradient and loss
  * diagnostics (train/diagnose.h) on synthetic norms; and the preprocessing metadata helpers. */
+#define _GNU_SOURCE
 #include <math.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../kernels/cpu/cpu.h"
+#include "../train/cpu_free.h"
 #include "../train/diagnose.h"
 #include "../train/train_config.h"
 #include "check.h"
@@ -187,6 +193,8 @@ static void test_errors(void) {
   expect_error(edit(4, ""), "3:1", "missing key 'train'");
   expect_error(edit(11, ""), "10:1", "missing key 'epochs'");
   expect_error(edit(20, "threads = 2\nthread = 1"), "21:1", "did you mean 'threads'?");
+  expect_error(edit(20, "threads = \"many\""), "20:11", "give a count (0 to 1024) or \"auto\"");
+  expect_error(edit(20, "threads = -1"), "20:11", "out of range");
   expect_error(edit(1, "[modle]"), "1:2", "did you mean 'model'?");
   expect_error(edit(11, "epochs = 3\nloss_scal = 8"), "12:1", "did you mean 'loss_scale'?");
   expect_error(edit(11, "epochs = 3\nloss_scale = \"dynamc\""), "12:14", "\"none\", \"dynamic\"");
@@ -199,6 +207,66 @@ static void test_errors(void) {
   expect_error(edit(11, "epochs = 3\ncheckpoint_segments = [\"a\", 3]"), "12:29", "string");
   expect_error("run = 3\n[model]\nspec = \"x\"\n[data]\ntrain = \"t.h5\"\n[train]\nepochs = 1\n",
                "1:7", "must be a table");
+}
+
+/* Two /proc/stat texts 100 ticks apart a CPU: cpu0 90 user, cpu1 95 at nice (not busy: the
+ * scheduler favours us over it), cpu2 30 steal + 10 system, cpu3 idle. */
+static void test_threads_between(void) {
+  const char *a = "cpu  1 2 3 4 5 6 7 8 0 0\n"
+                  "cpu0 100 0 0 900 0 0 0 0 0 0\ncpu1 0 100 0 900 0 0 0 0 0 0\n"
+                  "cpu2 0 0 10 900 0 0 0 0 0 0\ncpu3 0 0 0 1000 0 0 0 0 0 0\nintr 5\n";
+  const char *b = "cpu  9 9 9 9 9 9 9 9 0 0\n"
+                  "cpu0 190 0 0 910 0 0 0 0 0 0\ncpu1 0 195 0 905 0 0 0 0 0 0\n"
+                  "cpu2 0 0 20 960 0 0 0 30 0 0\ncpu3 0 0 0 1100 0 0 0 0 0 0\nintr 9\n";
+  int all[4] = {0, 1, 2, 3}, one[1] = {1}, busy[2] = {0, 2};
+  cx_cpu_free f = cx_cpu_free_between(a, b, all, 4, 1, 4);
+  CHECK(f.sampled && fabs(f.busy - 1.3) < 1e-9 && f.threads == 3 && f.allowed == 4,
+        "4 CPUs: busy %.3f (want 1.3), threads %d (want 3)", f.busy, f.threads);
+  f = cx_cpu_free_between(a, b, all, 4, 2, 4); /* two unbound ranks share the free CPUs */
+  CHECK(f.threads == 1, "2 unbound ranks: %d threads each (want 1)", f.threads);
+  f = cx_cpu_free_between(a, a, all, 4, 2, 4); /* no time passed: nothing counts */
+  CHECK(f.busy == 0 && f.threads == 2, "2 ranks, 4 idle CPUs: %d threads (want 2)", f.threads);
+  f = cx_cpu_free_between(a, b, one, 1, 2, 4); /* bound to the niced CPU */
+  CHECK(f.busy == 0 && f.threads == 1 && f.allowed == 1, "bound rank: busy %.2f", f.busy);
+  f = cx_cpu_free_between(a, b, busy, 2, 1, 4); /* both CPUs taken: still one thread */
+  CHECK(f.threads == 1, "2 busy CPUs: %d threads (want 1)", f.threads);
+  f = cx_cpu_free_between(a, NULL, all, 4, 1, 4);
+  CHECK(!f.sampled && f.threads == 4, "unread: %d threads (want the mask's 4)", f.threads);
+}
+
+/* Live: the key loads, and a busy child on one of our CPUs leaves it out of the count (other
+ * load on the machine can only add to the busy figure, so the bound holds on a shared one). */
+static void test_threads_live(void) {
+  cx_train_config c;
+  cx_status s = cx_train_config_load(write_config("a.toml", edit(20, "threads = \"auto\"")), &c);
+  cpu_set_t mask;
+  CHECK(sched_getaffinity(0, sizeof mask, &mask) == 0, "sched_getaffinity");
+  int allowed = CPU_COUNT(&mask);
+  CHECK(s == CX_OK, "threads = \"auto\": %s", cx_last_error());
+  if (s == CX_OK) {
+    CHECK(c.threads >= 1 && c.threads <= allowed && c.opts.threads == c.threads,
+          "auto: %d threads of %d CPUs", c.threads, allowed);
+    cx_train_config_free(&c);
+  }
+  if (allowed < 2) return;
+  int first = 0;
+  while (!CPU_ISSET(first, &mask)) first++;
+  pid_t child = fork();
+  if (child == 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    sched_setaffinity(0, sizeof one, &one);
+    alarm(20); /* never outlives a crashed parent for long */
+    for (volatile unsigned long i = 0;; i++) {
+    }
+  }
+  usleep(50000);
+  cx_cpu_free f = cx_cpu_free_count(300);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  CHECK(f.sampled && f.busy >= 0.7 && f.threads <= allowed - 1,
+        "a busy child on CPU %d: busy %.2f, %d threads of %d", first, f.busy, f.threads, allowed);
 }
 
 static void hash_of(const char *text, char *out) {
@@ -320,6 +388,8 @@ int main(void) {
   test_memory_keys();
   test_errors();
   test_hash();
+  test_threads_between();
+  test_threads_live();
   test_diagnostics();
   test_preprocess();
   const char *names[] = {"a.toml", "e.toml", "h.toml", "m.toml"};

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../core/graph_shapes.h"
+#include "cpu_free.h"
 #include "train_graph.h"
 
 /* ---- keys ---- */
@@ -408,11 +409,26 @@ static cx_status read_run(cx_train_config *c, const cx_toml *r) {
   CX_TRY(cx_toml_check_keys(r, run_keys));
   const cx_toml *node;
   CX_TRY(get_path(c, r, "out_dir", &c->out_dir, &node));
-  CX_TRY(get_i32(r, "threads", 0, 0, 1024, &c->threads));
+  CX_TRY(cx_train_config_read_threads(r, &c->threads));
   c->opts.threads = c->threads;
   const char *device; /* checked here; the caller maps it to opts.backend (cli/device.h) */
   CX_TRY(cx_train_config_read_device(r, &device));
   return get_i32(r, "keep_checkpoints", 2, 1, 1 << 20, &c->opts.keep_checkpoints);
+}
+
+cx_status cx_train_config_read_threads(const cx_toml *run, int *threads) {
+  const cx_toml *n = cx_toml_get(run, "threads");
+  if (!n || cx_toml_type_of(n) != CX_TOML_STRING)
+    return get_i32(run, "threads", 0, 0, 1024, threads);
+  const char *v;
+  CX_TRY(cx_toml_as_string(n, &v));
+  if (strcmp(v, "auto"))
+    return cx_toml_fail(n, CX_ERR_FORMAT, "\"%s\": give a count (0 to 1024) or \"auto\"", v);
+  cx_toml_pos at = cx_toml_where(n);
+  char where[512];
+  snprintf(where, sizeof where, "%s:%d:%d", at.file, at.line, at.col);
+  *threads = cx_cpu_free_threads(where);
+  return CX_OK;
 }
 
 cx_status cx_train_config_read_device(const cx_toml *run, const char **device) {

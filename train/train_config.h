@@ -19,7 +19,7 @@ typedef struct cx_train_config {
   char *model_onnx;             /* [model] onnx, resolved; or NULL */
   char *train_path, *val_path;  /* resolved; val_path NULL without [data] val */
   char *out_dir;                /* [run] out_dir resolved, or NULL */
-  int threads;                  /* [run] threads; 0: the OpenMP default */
+  int threads;                  /* [run] threads ("auto" counted); 0: the OpenMP default */
   int n_mean, n_std;            /* values given in [data] mean and std */
   cx_train_opts opts;           /* paths point into this struct */
   const char **segments;        /* [train] checkpoint_segments (into doc); owned array */
@@ -68,6 +68,9 @@ cx_status cx_train_config_read_train(cx_train_config *c, const cx_toml *train,
 /* [run] device of table run (NULL: the default "cpu") as one of "cpu", "cuda", "auto"; the
  * message of another value names them. */
 cx_status cx_train_config_read_device(const cx_toml *run, const char **device);
+/* [run] threads: a count (0 to 1024; absent: 0, OpenMP's default) or "auto", the CPUs not busy
+ * with other work (train/cpu_free.h), counted once here and printed on stderr. */
+cx_status cx_train_config_read_threads(const cx_toml *run, int *threads);
 /* Whether backend b computes in the config's precision; the message points at its key. Part of
  * cx_train_config_check (with opts.backend), which callers run once they chose the backend. */
 cx_status cx_train_config_check_precision(const cx_train_config *c, const cx_backend *b);
