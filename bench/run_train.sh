@@ -6,6 +6,8 @@
 #   THREADS=1,2  thread counts (default 2); every process is pinned to the first THREADS cores
 #   PRECISIONS=fp32,bf16   (default both)
 #   MODELS=a,b   only these rows (names as printed)
+#   HOG=nice|normal  a CPU-bound loop on the last pinned core for the whole run, at nice 19 or
+#                at normal priority: both programs measured beside the same co-tenant
 set -euo pipefail
 cd "$(dirname "$0")/.."
 compress=${1:-build}/compress
@@ -13,10 +15,22 @@ steps=${STEPS:-20}
 rounds=${ROUNDS:-3}
 threads_list=${THREADS:-2}
 median() { /usr/bin/python3 -c 'import statistics,sys; v=[float(x) for x in sys.argv[1:] if x != "n/a"]; print(statistics.median(v) if v else "n/a")' "$@"; }
+hog() { # CORE: a busy loop there until the script exits
+  case ${HOG:-} in
+  "") return ;;
+  nice) local prio=19 ;;
+  normal) local prio=0 ;;
+  *) echo "HOG=$HOG: nice or normal" >&2 && exit 2 ;;
+  esac
+  taskset -c "$1" nice -n "$prio" /usr/bin/python3 -c 'while True: pass' &
+  hog_pid=$!
+  trap 'kill $hog_pid 2>/dev/null' EXIT
+}
 printf "%-18s %-6s %-3s %14s %14s %8s\n" model prec thr "compress img/s" "torch img/s" ratio
 run() { # NAME SPEC TORCH_NAME PRECISION THREADS
   local ours=() theirs=() cores="0-$(($5 - 1))" flag=""
   [[ $4 == bf16 ]] && flag=--bf16
+  hog $(($5 - 1))
   for ((r = 0; r < rounds; r++)); do
     ours+=("$(taskset -c "$cores" "$compress" bench train "$2" --batch 128 --threads "$5" \
       --steps "$steps" --precision "$4" --json |
@@ -25,6 +39,8 @@ run() { # NAME SPEC TORCH_NAME PRECISION THREADS
       --steps "$steps" $flag --json |
       /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["best"] or "n/a")')")
   done
+  if [[ -n ${hog_pid:-} ]]; then kill "$hog_pid" && wait "$hog_pid" 2>/dev/null || true; fi
+  hog_pid=
   local a b
   a=$(median "${ours[@]}")
   b=$(median "${theirs[@]}")
