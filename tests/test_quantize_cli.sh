@@ -49,6 +49,7 @@ checks() {
   $py -c 'import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)' \
     "$1" || fail "$2: onnx.checker"
   $py "$here/check_qdq_trt.py" "$1" >"$work/$2.trt" || { fail "$2: TensorRT's rules"; cat "$work/$2.trt"; }
+  $py "$here/check_bias_grid.py" "$1" || fail "$2: biases off the int32 grid"
 }
 
 top1_of() { sed -n 's/.*top-1 \([0-9.]*\)%.*/\1/p' "$work/$1.out" | head -1; }
@@ -62,8 +63,8 @@ expect_in ptq out "SQNR"
 checks "$work/ptq.onnx" ptq
 run 0 eval-ptq eval "$work/ptq.onnx" --data "$work/test.h5"
 $py - "$fp32" "$work/ptq.onnx" "$work/train.h5" "$work/test.h5" "$(top1_of eval-fp32)" \
-  "$(top1_of eval-ptq)" <<'EOF' || fail "ptq: size, ORT top-1 or the peer"
-import os, sys
+  "$(top1_of eval-ptq)" "$compress" <<'EOF' || fail "ptq: size, ORT top-1, agreement or the peer"
+import os, subprocess, sys
 import h5py, numpy as np, onnx, onnxruntime as ort
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                       quantize_static)
@@ -96,6 +97,16 @@ print(f"FP32 {ours_fp32:.2f}% (ours) {ort_fp32:.2f}% (ORT); INT8 ours in our run
       f"{ours_int8:.2f}%, in ORT {ort_int8:.2f}%; ORT quantize_static {ort_peer:.2f}%; "
       f"file {size:.0%} of FP32")
 assert abs(ours_int8 - ours_fp32) <= 2.0 and abs(ort_int8 - ort_fp32) <= 2.0
+# the same predictions in our INT8 runtime and ONNX Runtime's optimized one (its QLinearConv and
+# its rounding of float biases onto the int32 grid: ours are on it already)
+np.save(ptq + ".x.npy", xt)
+subprocess.run([sys.argv[7], "infer", ptq, "-i", ptq + ".x.npy", "-o", ptq + ".y.npy"], check=True,
+               stdout=subprocess.DEVNULL)
+s = ort.InferenceSession(ptq, providers=["CPUExecutionProvider"])
+theirs = s.run(None, {s.get_inputs()[0].name: xt})[0].argmax(1)
+agree = 100.0 * float((np.load(ptq + ".y.npy").argmax(1) == theirs).mean())
+print(f"predictions shared by our INT8 runtime and ONNX Runtime (optimized): {agree:.2f}%")
+assert agree >= 99.0, "our INT8 runtime and ONNX Runtime disagree"
 # 1 point is 5 of the 500 images; ORT's PTQ can score above the float model itself (57.0 against
 # 56.2 once), which is that noise: then the float model is the bar
 assert ort_int8 >= min(ort_peer, ort_fp32) - 1.0, "worse than ONNX Runtime's quantize_static"
