@@ -33,19 +33,19 @@ static int parse_stat(const char *text, ticks *t) {
 
 cx_cpu_free cx_cpu_free_between(const char *before, const char *after, const int *cpus, int n,
                                 int ranks, int online) {
-  static ticks a[CPU_SETSIZE], b[CPU_SETSIZE];
-  memset(a, 0, sizeof a), memset(b, 0, sizeof b);
+  ticks *a = calloc(2 * CPU_SETSIZE, sizeof *a), *b = a ? a + CPU_SETSIZE : NULL;
   cx_cpu_free r = {.allowed = n, .ranks = ranks};
-  r.sampled = before && after && parse_stat(before, a) && parse_stat(after, b);
+  r.sampled = a && before && after && parse_stat(before, a) && parse_stat(after, b);
   for (int i = 0; r.sampled && i < n; i++) {
     int c = cpus[i];
     if (c >= 0 && c < CPU_SETSIZE && b[c].total > a[c].total && b[c].busy >= a[c].busy)
       r.busy += (double)(b[c].busy - a[c].busy) / (double)(b[c].total - a[c].total);
   }
-  int free = r.allowed - (int)lround(r.busy);
+  free(a);
+  int idle = r.allowed - (int)lround(r.busy);
   /* a rank bound to some of the CPUs (mpirun --bind-to core) holds its share already */
   int share = ranks > 1 && r.allowed >= online ? ranks : 1;
-  r.threads = free / share > 1 ? free / share : 1;
+  r.threads = idle / share > 1 ? idle / share : 1;
   return r;
 }
 
