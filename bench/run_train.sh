@@ -17,7 +17,7 @@ threads_list=${THREADS:-2}
 median() { /usr/bin/python3 -c 'import statistics,sys; v=[float(x) for x in sys.argv[1:] if x != "n/a"]; print(statistics.median(v) if v else "n/a")' "$@"; }
 hog() { # CORE: a busy loop there until the script exits
   case ${HOG:-} in
-  "") return ;;
+  "") return 0 ;;
   nice) local prio=19 ;;
   normal) local prio=0 ;;
   *) echo "HOG=$HOG: nice or normal" >&2 && exit 2 ;;

@@ -28,9 +28,11 @@ int cx_cli_usage_error(const cx_command *c, const char *fmt, const char *arg);
  * number of graph inputs (0 when one is already called "input"). */
 struct cx_graph;
 int cx_cli_rename_input(struct cx_graph *g, char **old);
-/* The spin count OpenMP's barriers wait with before they sleep (cli/omp_env.c). */
-#define CX_GOMP_SPINCOUNT "1000"
-/* Sets it, when the user set no OpenMP waiting policy, by re-executing argv once. */
+/* The spin counts OpenMP's barriers wait with before they sleep (cli/omp_env.c): short beside
+ * other busy processes, long (libgomp's own default) otherwise. */
+#define CX_GOMP_SPINCOUNT_SHORT "1000"
+#define CX_GOMP_SPINCOUNT_LONG "300000"
+/* Sets one, when the user set no OpenMP waiting policy, by re-executing argv once. */
 void cx_cli_omp_env(char **argv);
 
 #endif
