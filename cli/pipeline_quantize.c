@@ -101,20 +101,51 @@ cx_status cx_pipeline_quantize_end(cx_stage_run *r) {
 }
 
 /* The method and calibration, and how many Q/DQ pairs the file carries. */
+/* Convolutions whose output reaches its QuantizeLinear through a Relu or Clip: with symmetric
+ * INT8 activations ONNX Runtime keeps such a convolution float (its QLinearConv fusion wants the
+ * QuantizeLinear right after it, and cannot drop the activation, which the range below zero of
+ * a zero point 0 grid does not imply); TensorRT fuses all three. */
+static int act_before_quantize(const cx_graph *g) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const cx_node *a = &g->nodes[i];
+    int p = a->n_in > 0 && a->in[0] >= 0 ? g->values[a->in[0]].producer : -1;
+    if ((strcmp(a->op->name, "Relu") && strcmp(a->op->name, "Clip")) || p < 0 ||
+        strcmp(g->nodes[p].op->name, "Conv"))
+      continue;
+    bool to_q = false;
+    for (int j = 0; j < g->n_nodes && !to_q; j++)
+      to_q = !strcmp(g->nodes[j].op->name, "QuantizeLinear") && g->nodes[j].in[0] == a->out[0];
+    n += to_q;
+  }
+  return n;
+}
+
 void cx_pipeline_quantize_note(const cx_pipeline *p, const cx_pipeline_stage *s,
                                const char *path, char *buf, size_t size) {
   const cx_quant_config *c = &p->quant.c;
   cx_graph *g = NULL;
-  int dq = 0;
-  if (cx_onnx_import(path, &g, NULL) == CX_OK)
+  int dq = 0, float_in_ort = 0;
+  if (cx_onnx_import(path, &g, NULL) == CX_OK) {
     for (int i = 0; i < g->n_nodes; i++) dq += !strcmp(g->nodes[i].op->name, "DequantizeLinear");
+    if (c->activations == CX_QUANT_INT8) float_in_ort = act_before_quantize(g);
+  }
   cx_graph_free(g);
   cx_error_clear();
-  snprintf(buf, size, "Quantization (stage %s): %s, %s activations, weights per-channel INT8, "
-           "%s calibration on %lld batches%s; %d DequantizeLinear nodes in the file.", s->name,
-           c->method == CX_QUANT_QAT ? (c->lsq ? "QAT with learned scales (LSQ)" : "QAT") : "PTQ",
-           c->activations == CX_QUANT_UINT8 ? "UINT8" : "INT8",
-           cx_quant_calibrator_name(c->calibrator), (long long)c->calibration_batches,
-           c->method == CX_QUANT_QAT && cx_pipeline_has_teacher(p) ? ", fine-tuned under distillation" : "",
-           dq);
+  int at = snprintf(buf, size, "Quantization (stage %s): %s, %s activations, weights per-channel "
+                    "INT8, %s calibration on %lld batches%s; %d DequantizeLinear nodes in the file.",
+                    s->name,
+                    c->method == CX_QUANT_QAT ? (c->lsq ? "QAT with learned scales (LSQ)" : "QAT")
+                                              : "PTQ",
+                    c->activations == CX_QUANT_UINT8 ? "UINT8" : "INT8",
+                    cx_quant_calibrator_name(c->calibrator), (long long)c->calibration_batches,
+                    c->method == CX_QUANT_QAT && cx_pipeline_has_teacher(p)
+                        ? ", fine-tuned under distillation" : "",
+                    dq);
+  if (float_in_ort && at > 0 && (size_t)at < size)
+    snprintf(buf + at, size - (size_t)at, " ONNX Runtime runs %d of its convolutions in float "
+             "(an activation between the convolution and its QuantizeLinear, which symmetric INT8 "
+             "cannot fold into QLinearConv; TensorRT fuses them): its latency columns measure "
+             "that, our runtime's (CPU) the INT8 file; activations = \"uint8\" is ONNX "
+             "Runtime's own format (docs/quantize.md, \"ONNX Runtime's speed\").", float_in_ort);
 }

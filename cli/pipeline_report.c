@@ -147,7 +147,7 @@ static void note_add(builder *b, const char *text) {
 
 /* What the rows cannot say: the teacher cache's use, and each record's own note. */
 static void notes(builder *b) {
-  char text[512];
+  char text[1024];
   for (int i = 0; i < b->n; i++) {
     const row *w = &b->rows[i];
     const cx_stage_result *res = &w->res;

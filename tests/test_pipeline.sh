@@ -294,6 +294,8 @@ EOF
   expect_in quantize out "quantize: PTQ, before QAT: validation top-1"
   grep -q "Stage quantize, PTQ, before QAT: top-1 [0-9.]*%" "$r/report.md" ||
     fail "quantize: the report's note on PTQ"
+  grep -q "ONNX Runtime runs [0-9]* of its convolutions in float" "$r/report.md" ||
+    fail "quantize: the report's note on ONNX Runtime's float convolutions"
   $py "$here/check_report.py" "$r" --models \
     "teacher,student (scratch),student (distilled),student (pruned),student (INT8)" \
     >/dev/null || fail "quantize: the report"
