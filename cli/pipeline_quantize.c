@@ -132,8 +132,9 @@ void cx_pipeline_quantize_note(const cx_pipeline *p, const cx_pipeline_stage *s,
   }
   cx_graph_free(g);
   cx_error_clear();
-  int at = snprintf(buf, size, "Quantization (stage %s): %s, %s activations, weights per-channel "
-                    "INT8, %s calibration on %lld batches%s; %d DequantizeLinear nodes in the file.",
+  int at = snprintf(buf, size, "Quantization (stage %s): %s, %s activations, weights "
+                    "per-channel INT8, %s calibration on %lld batches%s; %d DequantizeLinear "
+                    "nodes in the file.",
                     s->name,
                     c->method == CX_QUANT_QAT ? (c->lsq ? "QAT with learned scales (LSQ)" : "QAT")
                                               : "PTQ",

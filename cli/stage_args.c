@@ -90,7 +90,8 @@ static int other(const cx_command *c, const char *o, const char *v, cx_stage_arg
   else if (!strcmp(o, "--threads")) {
     char *end;
     long t = strtol(v, &end, 10);
-    if (*end || t < 0 || t > 1024) return cx_cli_usage_error(c, "--threads '%s': 0 to 1024 or auto", v);
+    if (*end || t < 0 || t > 1024)
+      return cx_cli_usage_error(c, "--threads '%s': 0 to 1024 or auto", v);
     a->threads = (int)t;
   } else return cx_cli_usage_error(c, "unknown option '%s'", o);
   return 0;

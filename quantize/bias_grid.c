@@ -37,8 +37,7 @@ static const float *fq_scale(const cx_graph *g, int v, bool *weight, int64_t *n,
   return f32_init(g, (*fq)->in[1], n);
 }
 
-cx_status cx_quant_snap_bias(cx_graph *g, int *snapped) {
-  *snapped = 0;
+void cx_quant_snap_bias(cx_graph *g) {
   for (int i = 0; i < g->n_nodes; i++) {
     const cx_node *n = &g->nodes[i], *fx, *fw;
     bool conv = !strcmp(n->op->name, "Conv"), x_weight, w_weight;
@@ -55,7 +54,5 @@ cx_status cx_quant_snap_bias(cx_graph *g, int *snapped) {
       float scale = sx[0] * sw[nw == 1 ? 0 : c], q = nearbyintf(b[c] / scale);
       if (isfinite(q) && fabsf(q) < 2147483520.0f) b[c] = q * scale; /* int32, as f32 */
     }
-    ++*snapped;
   }
-  return CX_OK;
 }

@@ -152,8 +152,7 @@ cx_status cx_quant_ptq(const cx_graph *model, const cx_quant_config *c, const cx
   if (s == CX_OK) s = cx_quant_calibrate(f, &p, c, b, d, name);
   if (s == CX_OK) s = (q = cx_graph_clone(f)) ? CX_OK : nomem();
   if (s == CX_OK) s = cx_quant_insert(q, &p, CX_VALUE_CONST);
-  int snapped;
-  if (s == CX_OK) s = cx_quant_snap_bias(q, &snapped);
+  if (s == CX_OK) cx_quant_snap_bias(q);
   if (s != CX_OK) {
     cx_graph_free(f), cx_graph_free(q), cx_quant_plan_free(&p);
     return s;

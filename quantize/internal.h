@@ -17,8 +17,8 @@ cx_status cx_quant_insert_ids(cx_graph *g, const cx_quant_plan *p, cx_value_kind
 /* Every Conv and Gemm of g (FakeQuantize nodes in place, final scales as constants) whose
  * activation input and weight are quantized gets its f32 bias b rounded in place onto the grid
  * an integer kernel adds it on: b[c] = round_half_even(b[c] / S[c]) * S[c], S[c] = s_x * s_w[c],
- * in f32 (quantize/bias_grid.c says why). *snapped: the nodes. */
-cx_status cx_quant_snap_bias(cx_graph *g, int *snapped);
+ * in f32 (quantize/bias_grid.c says why). */
+void cx_quant_snap_bias(cx_graph *g);
 
 /* Each site's weight scales from g's weight initializers (max |w| per channel / 127). */
 cx_status cx_quant_weight_scales(const cx_graph *g, cx_quant_plan *p);

@@ -282,9 +282,8 @@ cx_status cx_quant_qat_finish(cx_quant_qat *q, const cx_graph *trained, cx_graph
     g->values[cx_graph_find_value(g, q->scale_name[i])].kind = CX_VALUE_CONST;
     if (q->zero_name[i]) g->values[cx_graph_find_value(g, q->zero_name[i])].kind = CX_VALUE_CONST;
   }
-  int snapped;
-  cx_status s = cx_quant_snap_bias(g, &snapped);
-  if (s == CX_OK && plan) s = cx_quant_plan_copy(&q->plan, plan);
+  cx_quant_snap_bias(g);
+  cx_status s = plan ? cx_quant_plan_copy(&q->plan, plan) : CX_OK;
   if (s != CX_OK) return cx_graph_free(g), s;
   *quantized = g;
   return CX_OK;
