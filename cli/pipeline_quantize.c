@@ -106,18 +106,17 @@ cx_status cx_pipeline_quantize_end(cx_stage_run *r) {
  * QuantizeLinear right after it, and cannot drop the activation, which the range below zero of
  * a zero point 0 grid does not imply); TensorRT fuses all three. */
 static int act_before_quantize(const cx_graph *g) {
+  bool *seen = calloc((size_t)g->n_nodes + 1, sizeof *seen);
   int n = 0;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const cx_node *a = &g->nodes[i];
-    int p = a->n_in > 0 && a->in[0] >= 0 ? g->values[a->in[0]].producer : -1;
-    if ((strcmp(a->op->name, "Relu") && strcmp(a->op->name, "Clip")) || p < 0 ||
-        strcmp(g->nodes[p].op->name, "Conv"))
+  for (int i = 0; seen && i < g->n_nodes; i++) {
+    if (strcmp(g->nodes[i].op->name, "QuantizeLinear")) continue;
+    int a = g->values[g->nodes[i].in[0]].producer;
+    if (a < 0 || (strcmp(g->nodes[a].op->name, "Relu") && strcmp(g->nodes[a].op->name, "Clip")))
       continue;
-    bool to_q = false;
-    for (int j = 0; j < g->n_nodes && !to_q; j++)
-      to_q = !strcmp(g->nodes[j].op->name, "QuantizeLinear") && g->nodes[j].in[0] == a->out[0];
-    n += to_q;
+    int c = g->values[g->nodes[a].in[0]].producer;
+    if (c >= 0 && !strcmp(g->nodes[c].op->name, "Conv") && !seen[c]) seen[c] = true, n++;
   }
+  free(seen);
   return n;
 }
 

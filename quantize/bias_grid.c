@@ -27,29 +27,27 @@ static float *f32_init(const cx_graph *g, int v, int64_t *numel) {
 
 /* The scale of the FakeQuantize producing v, when there is one with a constant scale; whether
  * it quantizes an initializer (a weight) in *weight. */
-static const float *fq_scale(const cx_graph *g, int v, bool *weight, int64_t *n,
-                             const cx_node **fq) {
+static const float *fq_scale(const cx_graph *g, int v, bool *weight, int64_t *n) {
   int p = v >= 0 ? g->values[v].producer : -1;
   if (p < 0 || strcmp(g->nodes[p].op->name, "FakeQuantize")) return NULL;
-  *fq = &g->nodes[p];
   int64_t nx;
-  *weight = f32_init(g, (*fq)->in[0], &nx) != NULL;
-  return f32_init(g, (*fq)->in[1], n);
+  *weight = f32_init(g, g->nodes[p].in[0], &nx) != NULL;
+  return f32_init(g, g->nodes[p].in[1], n);
 }
 
 void cx_quant_snap_bias(cx_graph *g) {
   for (int i = 0; i < g->n_nodes; i++) {
-    const cx_node *n = &g->nodes[i], *fx, *fw;
-    bool conv = !strcmp(n->op->name, "Conv"), x_weight, w_weight;
-    if ((!conv && strcmp(n->op->name, "Gemm")) || n->n_in < 3 || n->in[2] < 0) continue;
+    const cx_node *n = &g->nodes[i];
+    bool x_weight, w_weight;
+    if ((strcmp(n->op->name, "Conv") && strcmp(n->op->name, "Gemm")) || n->n_in < 3 ||
+        n->in[2] < 0)
+      continue;
     int64_t nb, nx, nw;
     float *b = f32_init(g, n->in[2], &nb);
-    const float *sx = b ? fq_scale(g, n->in[0], &x_weight, &nx, &fx) : NULL;
-    const float *sw = sx ? fq_scale(g, n->in[1], &w_weight, &nw, &fw) : NULL;
+    const float *sx = b ? fq_scale(g, n->in[0], &x_weight, &nx) : NULL;
+    const float *sw = sx ? fq_scale(g, n->in[1], &w_weight, &nw) : NULL;
+    /* a weight's scales lie along its output channels (the plan's weight_axis), one per bias */
     if (!sw || x_weight || !w_weight || nx != 1 || (nw != 1 && nw != nb)) continue;
-    /* per channel only along the output channels: axis 0 (Conv, Gemm transB = 1) or 1 */
-    int64_t out_axis = conv ? 0 : !cx_node_int(n, "transB", 0);
-    if (nw != 1 && cx_node_int(fw, "axis", 1) != out_axis) continue;
     for (int64_t c = 0; c < nb; c++) {
       float scale = sx[0] * sw[nw == 1 ? 0 : c], q = nearbyintf(b[c] / scale);
       if (isfinite(q) && fabsf(q) < 2147483520.0f) b[c] = q * scale; /* int32, as f32 */
