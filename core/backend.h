@@ -31,6 +31,19 @@ typedef struct cx_replicas {
   bool sync_batch_stats;
 } cx_replicas;
 
+/* Where a program's batch rows sit among the samples its step trains on, for the random ops that
+ * draw per sample (Dropout): local row i is sample first + stride·i. A data-parallel rank holds
+ * every world-th sample (data/loader.c), so rank r's rows are {r + world·k, world}; draws keyed
+ * by the sample rather than the local row make N ranks draw what one process draws. */
+typedef struct cx_batch_rows {
+  int64_t first, stride;
+} cx_batch_rows;
+
+/* The stream position of element i of a tensor with rows of row_elems elements. */
+static inline uint64_t cx_batch_rows_index(cx_batch_rows r, int64_t row_elems, int64_t i) {
+  return (uint64_t)((r.first + r.stride * (i / row_elems)) * row_elems + i % row_elems);
+}
+
 typedef struct cx_kernel_args {
   const cx_node *node;
   const cx_tensor *in; /* omitted optional inputs have data == NULL */
@@ -44,6 +57,7 @@ typedef struct cx_kernel_args {
   uint64_t seed;  /* program seed; with step and node index, the key of CX_OP_RANDOM streams */
   uint64_t step;
   int node_index;
+  cx_batch_rows rows;
   /* A forward node run again in the backward pass (gradient checkpointing, core/recompute.h):
    * it must compute what the forward pass computed and leave state alone (BatchNormTrain does
    * not update the running statistics twice); node_index is already the original node's. */

@@ -28,6 +28,7 @@ struct cx_program {
   bool training;
   cx_precision precision;
   uint64_t seed, step;
+  cx_batch_rows rows;
   cx_tensor *t;          /* by value id */
   cx_tensor **node_in;   /* by node: its input tensors */
   const cx_kernel **kernel;
@@ -351,7 +352,7 @@ static cx_kernel_args node_args(const cx_program *p, int i) {
                           .state = p->state[i], .scratch = p->scratch, .training = p->training,
                           .precision = p->precision,
                           .seed = p->seed, .step = p->step,
-                          .node_index = p->key_node ? p->key_node[i] : i,
+                          .node_index = p->key_node ? p->key_node[i] : i, .rows = p->rows,
                           .recompute = p->key_node && p->key_node[i] != i,
                           .stream = p->stream,
                           .sync_stats = p->replicas.count > 1 && p->replicas.sync_batch_stats &&
@@ -530,6 +531,7 @@ cx_status cx_program_compile(const cx_graph *g, const cx_compile_opts *o, cx_pro
   p->training = o->training;
   p->precision = o->precision;
   p->seed = o->seed;
+  p->rows = (cx_batch_rows){0, 1};
   cx_status s = p->g ? compile(p, o) : cx_fail(CX_ERR_NOMEM, "out of memory");
   if (s != CX_OK) {
     cx_program_free(p);
@@ -612,6 +614,8 @@ cx_status cx_program_backward(cx_program *p) {
 uint64_t cx_program_step(const cx_program *p) { return p->step; }
 
 void cx_program_set_step(cx_program *p, uint64_t step) { p->step = step; }
+
+void cx_program_set_rows(cx_program *p, cx_batch_rows rows) { p->rows = rows; }
 
 void cx_program_set_grad_hook(cx_program *p, cx_grad_ready_fn fn, void *user) {
   p->hook = fn;

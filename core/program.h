@@ -48,9 +48,14 @@ void cx_program_set_grad_hook(cx_program *p, cx_grad_ready_fn fn, void *user);
 void cx_program_set_replicas(cx_program *p, const cx_replicas *r);
 const cx_replicas *cx_program_replicas(const cx_program *p); /* NULL: one replica */
 /* The counter random ops (Dropout) key their draws with: backward passes run so far (training
- * programs) or forward passes (inference). A resumed run sets it back to the checkpoint's. */
+ * programs) or forward passes (inference), unless set; the trainer sets its optimizer step
+ * before each micro-batch. */
 uint64_t cx_program_step(const cx_program *p);
 void cx_program_set_step(cx_program *p, uint64_t step);
+/* Where the next passes' batch rows sit among the step's samples (backend.h; {0, 1} after
+ * compile): the trainer sets them from the loader's batch, so that a sample draws the same
+ * numbers whichever rank and micro-batch it lands in. */
+void cx_program_set_rows(cx_program *p, cx_batch_rows rows);
 
 /* Any value by name: inputs to fill, outputs to read, parameters, "<name>@grad" gradients. */
 cx_tensor *cx_program_tensor(cx_program *p, const char *name);

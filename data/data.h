@@ -175,6 +175,9 @@ typedef struct cx_batch {
   float *targets;      /* [size, num_classes] with mixup/cutmix (each row sums to 1), else NULL */
   int64_t num_classes;
   const int64_t *ids;  /* [size] each sample's index in the file */
+  /* row i is position order_first + order_stride·i of the epoch's order over all ranks: the
+   * same sample sits at the same position whatever the rank count and batch split */
+  int64_t order_first, order_stride;
 } cx_batch;
 
 typedef struct cx_loader cx_loader;

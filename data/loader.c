@@ -342,6 +342,8 @@ cx_status cx_loader_next(cx_loader *l, cx_batch *b) {
   if (st == CX_OK) {
     b->size = s->size, b->index = l->handed, b->images = s->images, b->labels = s->labels;
     b->epoch = l->epoch;
+    b->order_first = l->o.rank + l->o.world * l->handed * l->o.batch_size;
+    b->order_stride = l->o.world;
     b->targets = s->targets, b->ids = s->ids;
     l->handed++;
   }

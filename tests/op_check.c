@@ -37,6 +37,7 @@ typedef struct ref_state {
   int n_fwd;
   cx_ref_tensor *v; /* by value id */
   uint64_t seed;
+  cx_batch_rows rows;
 } ref_state;
 
 static cx_status ref_run(ref_state *r) {
@@ -54,7 +55,8 @@ static cx_status ref_run(ref_state *r) {
       out[k] = *o;
     }
     cx_ref_args a = {.node = n, .in = in, .n_in = n->n_in, .out = out, .n_out = n->n_out,
-                     .training = true, .seed = r->seed, .step = 0, .node_index = i};
+                     .training = true, .seed = r->seed, .step = 0, .node_index = i,
+                     .rows = r->rows};
     cx_status s = fn(&a);
     if (s != CX_OK) {
       cx_error_prefix("reference of node '%s' (%s)", n->name, n->op->name);
@@ -153,12 +155,14 @@ static oc_opts defaults(const oc_opts *given) {
   if (o.grad_tol <= 0) o.grad_tol = 1e-3;
   if (o.max_fd <= 0) o.max_fd = 48;
   if (o.fd_step <= 0) o.fd_step = 1e-4;
+  if (o.rows.stride <= 0) o.rows = (cx_batch_rows){0, 1};
   return o;
 }
 
 static int run_check(const char *label, cx_program *p, const oc_opts *o) {
   const cx_graph *g = cx_program_graph(p);
-  ref_state r = {.g = g, .n_fwd = cx_program_forward_nodes(p), .seed = o->seed};
+  ref_state r = {.g = g, .n_fwd = cx_program_forward_nodes(p), .seed = o->seed, .rows = o->rows};
+  cx_program_set_rows(p, o->rows);
   r.v = calloc((size_t)g->n_values + 1, sizeof(cx_ref_tensor));
   for (int v = 0; v < g->n_values; v++) {
     const cx_tensor *t = cx_program_value_tensor(p, v);

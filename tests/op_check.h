@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../core/graph.h"
+#include "../core/backend.h"
 
 typedef struct oc_opts {
   bool grad;         /* check gradients too (training program) */
@@ -24,6 +24,7 @@ typedef struct oc_opts {
   int max_fd;        /* finite-difference samples per parameter; default 48 (all if smaller) */
   double fd_step;    /* default 1e-4 */
   uint64_t seed;     /* for R, and for the program's random ops */
+  cx_batch_rows rows; /* the random ops' sample rows (stride 0: the default {0, 1}) */
 } oc_opts;
 
 int oc_check(const char *label, cx_graph *g, const oc_opts *opts);

@@ -76,23 +76,29 @@ static void probe_on_step(void *self, const cx_train_step_info *s) {
 }
 
 /* conv-ReLU twice, global pooling, linear: no batch statistics, so the split of a batch over
- * ranks changes only the order of sums. */
-static cx_graph *bn_free_cnn(uint64_t seed) {
+ * ranks changes only the order of sums. With `drop`, the second conv's output goes through
+ * stochastic depth and the pooled features through dropout, both at that ratio: each sample
+ * draws its masks by its place in the step's batch, so the split still changes only sums. */
+static cx_graph *bn_free_cnn(uint64_t seed, double drop) {
   cx_graph *g = cx_graph_new();
   cx_net n;
   cx_feat x;
   cx_net_begin(&n, g, seed, true, 1, 28, 28, &x);
   x = cx_net_act(&n, "relu1", cx_net_conv(&n, "conv1", x, 8, 3, 2, 1, true), CX_NL_RELU);
   x = cx_net_act(&n, "relu2", cx_net_conv(&n, "conv2", x, 16, 3, 2, 1, true), CX_NL_RELU);
+  x = cx_net_drop_path(&n, "drop_path", x, drop);
   x = cx_net_pool_flatten(&n, "pool", x);
+  x = cx_net_dropout(&n, "dropout", x, drop);
   x = cx_net_linear(&n, "fc", "logits", x, 10, CX_LINEAR_TORCH_DEFAULT);
   cx_graph_mark_output(g, x.v);
   return g;
 }
 
-/* "cnn": the BN-free CNN; "resnet20": ResNet-20 (BatchNorm after every convolution). */
+/* "cnn": the BN-free CNN; "cnn_dropout": the same with its dropouts at 0.3; "resnet20":
+ * ResNet-20 (BatchNorm after every convolution). */
 static cx_graph *model_of(const char *name) {
-  if (!strcmp(name, "cnn")) return bn_free_cnn(7);
+  if (!strcmp(name, "cnn")) return bn_free_cnn(7, 0);
+  if (!strcmp(name, "cnn_dropout")) return bn_free_cnn(7, 0.3);
   cx_graph *g = NULL;
   if (cx_model_build("resnet20:classes=10,input=1x28x28,seed=3", &g, NULL) != CX_OK) return NULL;
   return g;
@@ -107,7 +113,7 @@ static cx_status qat_open(const char *data, cx_quant_qat **q) {
   c.freeze_observers_after = 100;
   c.observer_momentum = 0.5; /* each batch moves the ranges visibly */
   cx_quant_data d = {.path = data, .batch = 64};
-  cx_graph *model = bn_free_cnn(7), *quantized = NULL, *folded = NULL;
+  cx_graph *model = bn_free_cnn(7, 0), *quantized = NULL, *folded = NULL;
   cx_quant_plan plan = {0};
   cx_status s = cx_quant_ptq(model, &c, cx_backend_cpu(), &d, "cnn", &quantized, &folded, &plan);
   if (s == CX_OK) s = cx_quant_qat_open(folded, &plan, &c, NULL, q);
@@ -369,6 +375,19 @@ static void sync_bn_case(void) {
         "not tell", u2, u, ul);
 }
 
+/* Dropout and stochastic depth draw by sample, so 2 ranks (and accumulation) train as 1 does. */
+static void dropout_case(void) {
+  CHECK(launch_model(1, "", "drop_one", 1, 0, 0, 128, "cnn_dropout", 0, 20) == 0,
+        "the CNN with dropout on 1 rank failed (drop_one.err)");
+  CHECK(launch_model(2, "", "drop_two", 1, 1, 0, 128, "cnn_dropout", 0, 20) == 0,
+        "the CNN with dropout on 2 ranks failed (drop_two.err)");
+  CHECK(launch_model(2, "", "drop_accum", 2, 0, 0, 128, "cnn_dropout", 0, 20) == 0,
+        "the CNN with dropout on 2 ranks x accumulation 2 failed (drop_accum.err)");
+  compare_grads("drop_one", "drop_two", 1e-5);
+  compare_losses("drop_one", "drop_two", 1e-4);
+  compare_losses("drop_one", "drop_accum", 1e-4);
+}
+
 int main(int argc, char **argv) {
   if (argc >= 11 && !strcmp(argv[1], "worker")) return worker(argv + 2);
 #ifndef CX_MPIEXEC
@@ -395,6 +414,8 @@ int main(int argc, char **argv) {
   compare_losses("one", "two", 1e-4);
   CHECK(launch(2, "", "two_accum", 2, 0, 0, 128) == 0, "2 ranks x accumulation 2 failed");
   compare_losses("one", "two_accum", 1e-4);
+
+  dropout_case();
 
   CHECK(launch(2, "CX_TEST_DDP_INF=1:2", "inf", 1, 0, 1, 128) == 0, "the overflow run failed");
   CHECK(file_has("inf", "res", "skipped 1\n"), "an infinite gradient on rank 1 at step 2 did not "

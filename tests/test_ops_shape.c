@@ -303,7 +303,46 @@ static void test_dropout(void) {
   cx_node_set_float(g, n, "ratio", 0.5f);
   fails += oc_check("Dropout [3,5,7] ratio attribute 0.5 training", g,
                     &(oc_opts){.grad = true, .seed = 4});
+  fails += oc_check("Dropout [3,5,7] training, rows of samples 2, 5, 8", g,
+                    &(oc_opts){.grad = true, .seed = 4, .rows = {2, 3}});
   cx_graph_free(g);
+}
+
+/* Dropout's mask over `rows` rows of 40 placed at `at` (the same graph and seed each time). */
+static cx_status dropout_mask(int64_t rows, cx_batch_rows at, float *mask) {
+  float ratio = 0.5f;
+  cx_graph *g = cx_graph_new();
+  int in[2] = {oc_param(g, "x", &S(rows, 40), 0.5f, 1, 31),
+               cx_graph_const_f32(g, "ratio", &(cx_shape){0}, &ratio)};
+  int y = cx_node_output(g, cx_graph_node(g, "Dropout", "drop", in, 2, 1), 0);
+  cx_graph_mark_output(g, cx_graph_op(g, "Identity", "id", &y, 1));
+  cx_program *p = NULL;
+  cx_compile_opts co = {.batch = 1, .training = true, .backend = cx_backend_cpu(), .seed = 9};
+  cx_status s = cx_program_compile(g, &co, &p);
+  if (s == CX_OK) cx_program_set_step(p, 17), cx_program_set_rows(p, at);
+  if (s == CX_OK) s = cx_program_forward(p);
+  cx_tensor *m = s == CX_OK ? cx_program_tensor(p, "drop:saved1") : NULL;
+  if (s == CX_OK) s = m ? cx_program_read(p, m, mask) : cx_fail(CX_ERR_ARG, "no drop:saved1");
+  cx_program_free(p);
+  cx_graph_free(g);
+  return s;
+}
+
+/* A sample draws its mask by its place in the step's samples, not its row in this process's
+ * batch: two ranks (every second sample each) draw what one process with all four draws. */
+static void test_dropout_rows(void) {
+  float all[4 * 40], rank[2][2 * 40];
+  cx_status s = dropout_mask(4, (cx_batch_rows){0, 1}, all);
+  for (int r = 0; s == CX_OK && r < 2; r++) s = dropout_mask(2, (cx_batch_rows){r, 2}, rank[r]);
+  CHECK(s == CX_OK, "dropout masks: %s", cx_last_error());
+  if (s != CX_OK) return;
+  int differ = 0;
+  for (int r = 0; r < 2; r++)
+    for (int i = 0; i < 2; i++)
+      differ += memcmp(rank[r] + i * 40, all + (r + 2 * i) * 40, 40 * sizeof(float)) != 0;
+  CHECK(differ == 0, "%d of 4 rows drew another mask on 2 ranks than in one batch", differ);
+  CHECK(memcmp(rank[0], rank[1], sizeof rank[0]) != 0, "%s", "both ranks drew the same mask");
+  if (!differ) printf("ok   Dropout masks by sample: 2 ranks x 2 rows = 1 x 4 rows\n");
 }
 
 /* The mask really drops about `ratio` of the elements, and Y is X scaled where it keeps them. */
@@ -456,6 +495,7 @@ int main(void) {
   test_expand();
   test_dropout();
   test_dropout_mask();
+  test_dropout_rows();
   test_dtypes();
   test_errors();
   printf("%s: %d failure(s)\n", fails ? "FAILED" : "passed", fails);

@@ -513,7 +513,6 @@ static cx_status restore(run *r) {
   if (r->ema) cx_ema_set_updates(r->ema, (int64_t)r->ema_updates);
   /* the optimizer counts the updates it made: skipped steps made none */
   cx_optimizer_set_step_count(r->opt, m.step - r->scaler.skipped);
-  cx_program_set_step(r->train, m.rng_counter);
   r->step = r->start_step = m.step;
   r->seconds_before = m.seconds;
   r->epoch = m.epoch;
@@ -525,8 +524,12 @@ static cx_status restore(run *r) {
 
 /* ---- one step ---- */
 
-/* The batch (full: the loader drops a short last one) and each extension's inputs. */
+/* The batch (full: the loader drops a short last one) and each extension's inputs. Random ops
+ * (Dropout) draw by (step, sample): the same numbers whatever the rank count, the accumulation
+ * and a resume. */
 static cx_status feed(run *r, const cx_batch *b) {
+  cx_program_set_step(r->train, (uint64_t)r->step);
+  cx_program_set_rows(r->train, (cx_batch_rows){b->order_first, b->order_stride});
   CX_TRY(cx_program_write(r->train, r->input, b->images));
   if (r->soft) CX_TRY(cx_program_write(r->train, r->targets, b->targets));
   else if (r->labels) CX_TRY(cx_program_write(r->train, r->labels, b->labels));

@@ -299,16 +299,17 @@ static float dropout_ratio(const cx_kernel_args *a, int i) {
   return a->n_in > i && a->in[i].data ? *cx_f32(&a->in[i]) : cx_node_float(a->node, "ratio", 0.5f);
 }
 
-/* Element i is kept when its uniform number is at least ratio; the reference draws the same. */
+/* Element i is kept when its uniform number is at least ratio; the reference draws the same.
+ * The number is the sample's (a->rows), not the local row's, so ranks draw different masks. */
 static cx_status run_dropout_train(const cx_kernel_args *a) {
   float ratio = dropout_ratio(a, 1), scale = 1.0f / (1.0f - ratio);
   uint64_t key = cx_rng_key(a->seed, a->step, (uint64_t)a->node_index);
   const float *x = cx_f32(&a->in[0]);
   float *y = cx_f32(&a->out[0]), *mask = cx_f32(&a->out[1]);
-  int64_t n = numel(&a->in[0]);
+  int64_t n = numel(&a->in[0]), row = a->in[0].shape.ndim && n ? n / a->in[0].shape.d[0] : 1;
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; i++) {
-    float m = cx_rng_uniform(key, (uint64_t)i) >= ratio ? 1.0f : 0.0f;
+    float m = cx_rng_uniform(key, cx_batch_rows_index(a->rows, row, i)) >= ratio ? 1.0f : 0.0f;
     mask[i] = m;
     y[i] = x[i] * m * scale;
   }

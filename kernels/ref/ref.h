@@ -1,7 +1,7 @@
 #ifndef CX_REF_H
 #define CX_REF_H
 
-#include "../../core/graph.h"
+#include "../../core/backend.h"
 
 /* Plain-C references, in double, one per op (gradient ops included). Tests compare the CPU
  * kernels against them and take finite differences of them; nothing in the product calls them.
@@ -22,6 +22,7 @@ typedef struct cx_ref_args {
   bool training;
   uint64_t seed, step;     /* same meaning as in cx_kernel_args */
   int node_index;
+  cx_batch_rows rows;
 } cx_ref_args;
 
 typedef cx_status (*cx_ref_fn)(const cx_ref_args *a);

@@ -258,8 +258,10 @@ static float ratio_of(const cx_ref_args *a, int i) {
 static cx_status ref_dropout_train(const cx_ref_args *a) {
   float ratio = ratio_of(a, 1);
   uint64_t key = cx_rng_key(a->seed, a->step, (uint64_t)a->node_index);
-  for (int64_t i = 0; i < count(&a->in[0]); i++) {
-    double keep = cx_rng_uniform(key, (uint64_t)i) >= ratio ? 1.0 : 0.0;
+  const cx_shape *s = &a->in[0].shape;
+  int64_t n = count(&a->in[0]), row = s->ndim && n ? n / s->d[0] : 1;
+  for (int64_t i = 0; i < n; i++) {
+    double keep = cx_rng_uniform(key, cx_batch_rows_index(a->rows, row, i)) >= ratio ? 1.0 : 0.0;
     a->out[1].data[i] = keep;
     a->out[0].data[i] = a->in[0].data[i] * keep / (1.0 - ratio);
   }
