@@ -35,8 +35,11 @@ static bool private_init(const cx_graph *g, int v) {
   return v >= 0 && is_init(&g->values[v]) && consumers(g, v) == 1;
 }
 
-/* The per-channel factor and shift of a BN node over c channels; false when it cannot fold. */
-static bool bn_affine(const cx_graph *g, const cx_node *bn, int64_t c, double *f,
+/* The per-channel factor and shift of a BN node over c channels; false when it cannot fold.
+ * With `constant`, a channel whose running variance is below 1e-6·eps folds to its constant B
+ * (f = 0): its input varied by under 1e-3·sqrt(eps) in training, so the exact factor, about
+ * scale/sqrt(eps), only amplifies a signal that was not there (a dead input, typically). */
+static bool bn_affine(const cx_graph *g, const cx_node *bn, int64_t c, bool constant, double *f,
                       double *shift) {
   if (cx_node_int(bn, "training_mode", 0) != 0 || bn->n_in < 5 || bn->n_out != 1) return false;
   const float *p[4];
@@ -44,7 +47,7 @@ static bool bn_affine(const cx_graph *g, const cx_node *bn, int64_t c, double *f
     if (!(p[k] = f32_init(g, bn->in[k + 1], c))) return false;
   double eps = cx_node_float(bn, "epsilon", 1e-5f);
   for (int64_t j = 0; j < c; j++) {
-    f[j] = p[0][j] / sqrt((double)p[3][j] + eps);
+    f[j] = constant && p[3][j] < 1e-6 * eps ? 0.0 : p[0][j] / sqrt((double)p[3][j] + eps);
     shift[j] = p[1][j] - p[2][j] * f[j];
   }
   return true;
@@ -124,7 +127,7 @@ static cx_status fold_into(cx_graph *g, int node, const double *f, const double 
 }
 
 /* Folds BN node i when it can; *done tells whether it did. */
-static cx_status fold_one(cx_graph *g, int i, bool *done) {
+static cx_status fold_one(cx_graph *g, int i, bool constant, bool *done) {
   *done = false;
   const cx_node *bn = &g->nodes[i];
   if (strcmp(bn->op->name, "BatchNormalization") || bn->n_in < 1 || bn->in[0] < 0) return CX_OK;
@@ -136,7 +139,7 @@ static cx_status fold_one(cx_graph *g, int i, bool *done) {
   float *nb = malloc(sizeof(float) * (size_t)c);
   cx_status s = f && shift && nb ? CX_OK
                                  : cx_fail(CX_ERR_NOMEM, "BatchNormalization folding: out of memory");
-  if (s == CX_OK && bn_affine(g, bn, c, f, shift)) {
+  if (s == CX_OK && bn_affine(g, bn, c, constant, f, shift)) {
     s = fold_into(g, p, f, shift, c, nb);
     if (s == CX_OK) { /* the weighted op now writes the BN's output */
       int out = g->nodes[i].out[0];
@@ -165,13 +168,13 @@ static void drop_bn_inputs(cx_graph *g, int i) {
   }
 }
 
-static cx_status fold_all(cx_graph *g, int *n_folded) {
+static cx_status fold_all(cx_graph *g, bool constant, int *n_folded) {
   bool *dead = calloc((size_t)g->n_nodes + 1, sizeof(bool));
   if (!dead) return cx_fail(CX_ERR_NOMEM, "BatchNormalization folding: out of memory");
   cx_status s = CX_OK;
   int count = 0;
   for (int i = 0; s == CX_OK && i < g->n_nodes; i++) {
-    s = fold_one(g, i, &dead[i]);
+    s = fold_one(g, i, constant, &dead[i]);
     if (dead[i]) {
       drop_bn_inputs(g, i);
       count++;
@@ -183,13 +186,14 @@ static cx_status fold_all(cx_graph *g, int *n_folded) {
   return s;
 }
 
-cx_status cx_graph_fold_bn(const cx_graph *g, cx_graph **out, int *n_folded) {
+cx_status cx_graph_fold_bn(const cx_graph *g, bool constant_channels, cx_graph **out,
+                           int *n_folded) {
   *out = NULL;
   if (n_folded) *n_folded = 0;
   CX_TRY(cx_graph_validate(g));
   cx_graph *c = cx_graph_clone(g);
   if (!c) return cx_fail(CX_ERR_NOMEM, "BatchNormalization folding: out of memory cloning the graph");
-  cx_status s = fold_all(c, n_folded);
+  cx_status s = fold_all(c, constant_channels, n_folded);
   if (s != CX_OK) {
     cx_graph_free(c);
     return s;

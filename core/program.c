@@ -460,7 +460,7 @@ static cx_status find_grad_ready(cx_program *p) {
 static cx_status fold_batchnorm(cx_program *p, const cx_compile_opts *o) {
   if (o->training || o->params_copied_in || !cx_fuse_enabled()) return CX_OK;
   cx_graph *folded;
-  CX_TRY(cx_graph_fold_bn(p->g, &folded, &p->n_bn_folded));
+  CX_TRY(cx_graph_fold_bn(p->g, false, &folded, &p->n_bn_folded));
   cx_graph_free(p->g);
   p->g = folded;
   return CX_OK;

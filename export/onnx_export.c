@@ -154,7 +154,7 @@ cx_status cx_onnx_export(const cx_graph *g, const char *path, const cx_onnx_expo
                    (long long)opset, CX_ONNX_EXPORT_MIN_OPSET, CX_ONNX_EXPORT_MAX_OPSET);
   CX_TRY(cx_graph_validate(g));
   cx_graph *folded = NULL;
-  cx_status s = o->fold_bn ? cx_graph_fold_bn(g, &folded, NULL) : CX_OK;
+  cx_status s = o->fold_bn ? cx_graph_fold_bn(g, false, &folded, NULL) : CX_OK;
   cx_exporter ex = {.g = folded ? folded : g, .opset = opset};
   if (s == CX_OK) s = export_model(&ex, o, path);
   cx_ex_free(&ex);

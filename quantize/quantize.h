@@ -162,14 +162,15 @@ void cx_quant_plan_free(cx_quant_plan *p);
  * STATE for observer-driven QAT, PARAM for LSQ) holding the site's scale (1 if not calibrated).
  * Fails naming a site whose value or use is not in g. */
 cx_status cx_quant_insert(cx_graph *g, const cx_quant_plan *p, cx_value_kind scale_kind);
-/* Every site's scales are usable: CX_ERR_ARG naming the first tensor (and channel) whose range
- * was zero (an all-zero weight channel, an activation that was always 0), for the CLI's "bad
- * input" rule; the quantized graph itself stays valid (scale 1). */
+/* Every activation's scale is usable: CX_ERR_ARG naming the first activation whose range was
+ * zero (0 on every calibration batch), for the CLI's "bad input" rule; the quantized graph
+ * itself stays valid (scale 1). All-zero weight channels pass: at scale 1 they are exact. */
 cx_status cx_quant_check_ranges(const cx_quant_plan *p, const char *model);
 
 /* g with its inference BatchNormalization folded into the Conv or Gemm before it, as a new
  * graph (*folded counts them; may be NULL): the one entry point quantize/ folds through, core's
- * cx_graph_fold_bn. */
+ * cx_graph_fold_bn with constant channels (a channel whose running variance is 0 becomes zero
+ * weights and its constant bias). */
 cx_status cx_quant_fold_bn(const cx_graph *g, cx_graph **out, int *folded);
 
 /* ---- calibration data (quantize/calibrate.c) ---- */

@@ -197,7 +197,7 @@ static void check_fold(const char *label, cx_graph *g, int n_bn) {
   CHECK(forward(g, x, &ref) == CX_OK, "%s: forward: %s", label, cx_last_error());
   cx_graph *f = NULL;
   int n = -1;
-  cx_status st = cx_graph_fold_bn(g, &f, &n);
+  cx_status st = cx_graph_fold_bn(g, false, &f, &n);
   CHECK(st == CX_OK, "%s: folding: %s", label, cx_last_error());
   if (st == CX_OK) {
     CHECK(n == n_bn && count_op(f, "BatchNormalization") == 0 &&
@@ -219,6 +219,38 @@ static void check_fold(const char *label, cx_graph *g, int n_bn) {
   outputs_free(&got);
   cx_graph_free(f);
   free(x);
+}
+
+/* A channel whose running variance is 0 (its input was constant in training): the exact fold
+ * scales its weights by scale/sqrt(eps); with constant channels (quantization's fold) it
+ * becomes zero weights and the BN's shift B, and every other channel folds as before. */
+static void check_fold_constant(void) {
+  cx_graph *g = residual_cnn(), *exact = NULL, *constant = NULL;
+  float *var = g->values[cx_graph_find_value(g, "bn1.running_var")].init;
+  const float *gamma = g->values[cx_graph_find_value(g, "bn1.weight")].init,
+              *beta = g->values[cx_graph_find_value(g, "bn1.bias")].init,
+              *w0 = g->values[cx_graph_find_value(g, "conv1.weight")].init;
+  var[5] = 0;
+  cx_status s = cx_graph_fold_bn(g, false, &exact, NULL);
+  if (s == CX_OK) s = cx_graph_fold_bn(g, true, &constant, NULL);
+  CHECK(s == CX_OK, "folding with a zero variance: %s", cx_last_error());
+  if (s == CX_OK) {
+    const float *we = exact->values[cx_graph_find_value(exact, "conv1.weight")].init,
+                *wc = constant->values[cx_graph_find_value(constant, "conv1.weight")].init,
+                *bc = constant->values[cx_graph_find_value(constant, "conv1.bias")].init;
+    int per = 3 * 9, zero = 0, same = 0;
+    for (int i = 0; i < 16 * per; i++) {
+      double big = w0[i] * gamma[5] / sqrt((double)1e-3f);
+      if (i / per == 5) zero += wc[i] == 0 && fabs(we[i] - big) <= 1e-6 * fabs(big);
+      else same += wc[i] == we[i];
+    }
+    CHECK(zero == per && same == 15 * per && bc[5] == beta[5],
+          "channel 5 (variance 0): %d of %d weights zero (exact fold: scale/sqrt(eps)), bias %g "
+          "(B %g); %d of %d other weights as the exact fold", zero, per, bc[5], beta[5], same,
+          15 * per);
+    if (zero == per && same == 15 * per) printf("ok   a zero-variance channel folds to B\n");
+  }
+  cx_graph_free(exact), cx_graph_free(constant), cx_graph_free(g);
 }
 
 /* ---- FakeQuantize by hand ---- */
@@ -549,7 +581,7 @@ static void check_modes(const cx_graph *folded, const float *range, const float 
 
 static void test_qdq(cx_graph *g) {
   cx_graph *folded = NULL;
-  CHECK(cx_graph_fold_bn(g, &folded, NULL) == CX_OK, "fold: %s", cx_last_error());
+  CHECK(cx_graph_fold_bn(g, false, &folded, NULL) == CX_OK, "fold: %s", cx_last_error());
   if (!folded) return;
   cx_shape s;
   char x_path[1200];
@@ -570,6 +602,7 @@ int main(void) {
   cx_graph *g = residual_cnn(), *gb = gemm_bn();
   check_fold("residual_cnn", g, 1);
   check_fold("gemm_bn", gb, 1);
+  check_fold_constant();
   cx_graph_free(gb);
   bool skip = !have_python();
   if (skip)

@@ -338,8 +338,8 @@ static void test_placement(void) {
   for (int i = 9 * 3; i < 9 * 4; i++) amax = fmaxf(amax, fabsf(w1[i]));
   CHECK(p.s[0].scale[3] == amax / 127, "c1.weight channel 3: scale %g, expected %g",
         p.s[0].scale[3], amax / 127);
-  CHECK(cx_quant_check_ranges(&p, "net") != CX_OK && strstr(cx_last_error(), "c4.weight") &&
-        strstr(cx_last_error(), "first: 2"), "zero channel reported: %s", cx_last_error());
+  CHECK(cx_quant_check_ranges(&p, "net") == CX_OK, "an all-zero weight channel (exact at "
+        "scale 1) was refused: %s", cx_last_error());
   cx_quant_plan_free(&p);
   cx_graph_free(g);
 

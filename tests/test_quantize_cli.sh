@@ -10,8 +10,9 @@
 #     and ours must be within 1 point of it or better;
 #   - QAT for one epoch writes a file that passes the same checks;
 #   - bad requests (no --data, training options without --qat, a keep_fp32 glob that matches
-#     nothing, data of another image size, nothing to quantize, an all-zero weight channel) exit
-#     non-zero with a message and write no file.
+#     nothing, data of another image size, nothing to quantize) exit non-zero with a message and
+#     write no file;
+#   - an all-zero weight channel (exact at scale 1) is quantized, and stays zero in the file.
 # usage: test_quantize_cli.sh COMPRESS
 set -u
 compress=$(realpath "$1")
@@ -157,8 +158,19 @@ init[conv.input[1]].CopyFrom(nh.from_array(w, conv.input[1]))
 onnx.save(m, sys.argv[2])
 print(conv.name)
 EOF
-bad zero 1 "$work/zeroch.onnx" --data "$work/train.h5"
-expect_in zero err "channel"
+run 0 zero quantize "$work/zeroch.onnx" -o "$work/zero.onnx" --data "$work/train.h5" \
+  --calibration-batches 8
+checks "$work/zero.onnx" zero
+$py - "$work/zero.onnx" <<'EOF' || fail "zero: the all-zero channel"
+import sys, onnx, numpy as np
+from onnx import numpy_helper as nh
+m = onnx.load(sys.argv[1])
+init = {t.name: nh.to_array(t) for t in m.graph.initializer}
+w = [init[n.input[0]] for n in m.graph.node if n.op_type == "DequantizeLinear"
+     and n.input[0] in init and init[n.input[0]].ndim == 4]
+zero = [x for x in w if (x.reshape(len(x), -1) == 0).all(axis=1).any()]
+assert len(zero) == 1, f"{len(zero)} quantized weights have an all-zero channel, expected 1"
+EOF
 
 [[ $fails == 0 ]] && echo "all quantize checks passed"
 exit $((fails > 0))
