@@ -9,8 +9,8 @@ top-1 over 3 seeds; then the hand-set keys (lr 0.05, T 4, alpha 0.9) once.
 
 DATA holds train.h5 and test.h5 at 16x16 (tests/cli_lib.sh's fmnist_slice 16 makes them: 1200
 and 500 images); WORK gets each tune and study. Trials run one at a time, single-threaded, with
-ONNX Runtime left out of their reports (CX_PYTHON=/nonexistent). About 16 s a trial on this
-machine's cores, 100 trials in all.
+ONNX Runtime left out of their reports (CX_PYTHON=/nonexistent). About 3-6 s a trial on this
+machine's cores (2026-12-05), 100 trials in all. docs/tune.md has the figures.
 """
 import json, os, statistics, subprocess, sys, time
 import optuna
