@@ -161,9 +161,15 @@ static cx_status check_dim(const cx_tune_run *t, const char *tmp, int d) {
     int n = trial_sets(t, x, d, t->root, sets, tables);
     cx_pipeline p;
     cx_status s = probe(t, tmp, sets, n, &p, msg, sizeof msg);
+    /* [1, 2] reads as a float range (tune/tune.h); an integer key refuses it */
+    bool whole = dim->kind == CX_TUNE_FLOAT && dim->lo == floor(dim->lo) &&
+                 dim->hi == floor(dim->hi);
     if (s != CX_OK)
-      return cx_toml_fail(dim->node, s, "with %s = %s the pipeline is refused: %s", dim->key,
-                          sets[n - 1].value, msg);
+      return cx_toml_fail(dim->node, s, "with %s = %s the pipeline is refused: %s%s", dim->key,
+                          sets[n - 1].value, msg,
+                          whole ? " (a list of two numbers is a float range: {int = [lo, hi]} "
+                                  "searches integers, {choice = [...]} a list)"
+                                : "");
     cx_pipeline_free(&p);
   }
   return CX_OK;

@@ -86,6 +86,8 @@ bad_tune no-table 's/"distill.temperature"/"prune.sparsity"/' 35:20 "the file ha
 bad_tune refused 's/"distill.temperature" = \[1.0, 8.0\]/"distill.alpha" = [0.5, 2.0]/' 35:19 \
   "with distill.alpha = 2.0 the pipeline is refused: 'distill.alpha': 2 is out of range"
 bad_tune inverted 's/\[1.0, 8.0\]/[8.0, 1.0]/' 35:25 "an inverted range"
+bad_tune int-as-range 's/"distill.temperature" = \[1.0, 8.0\]/"distill.epochs" = [1, 2]/' 35:20 \
+  "'distill.epochs': must be an integer, found float 1 (a list of two numbers is a float range: {int = [lo, hi]} searches integers"
 
 run 0 tune tune "$work/tune.toml"
 expect_in tune out "trial 3/3"
