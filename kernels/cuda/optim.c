@@ -1,0 +1,5 @@
+#include "cuda.h"
+
+const cx_kernel cx_cuda_optim[] = {
+    {.op = NULL},
+};
