@@ -14,11 +14,14 @@
 #include "onnx_common.h"
 
 typedef struct profile_opts {
-  const char *model, *trace;
+  const char *model, *trace, *device;
   int64_t batch, steps, warmup;
   int threads, top;
-  bool training, json, bf16;
+  bool training, json;
+  cx_precision precision;
 } profile_opts;
+
+static const char *const precision_names[] = {"fp32", "bf16", "fp16"};
 
 static cx_status build(const profile_opts *o, cx_program **p, int64_t *classes) {
   cx_graph *model = NULL, *g = NULL;
@@ -33,8 +36,11 @@ static cx_status build(const profile_opts *o, cx_program **p, int64_t *classes) 
   } else g = model;
   cx_compile_opts co = {.batch = o->batch, .training = o->training,
                         .loss = o->training ? "loss" : NULL,
-                        .precision = o->bf16 ? CX_PRECISION_BF16 : CX_PRECISION_F32};
-  if (s == CX_OK) s = cx_cli_backend(NULL, &co.backend);
+                        .precision = o->precision};
+  if (s == CX_OK && (s = cx_cli_backend(o->device, &co.backend)) != CX_OK)
+    cx_error_prefix("--device");
+  if (s == CX_OK && (s = co.backend->check_precision(co.backend, o->precision)) != CX_OK)
+    cx_error_prefix("--precision %s", precision_names[o->precision]);
   if (s == CX_OK) s = cx_program_compile(g, &co, p);
   cx_graph_free(g);
   return s;
@@ -98,6 +104,15 @@ static cx_status run_steps(const profile_opts *o, cx_program *p, cx_trace *tr, c
   return s;
 }
 
+/* "cuda" or "N threads" */
+static const char *device_str(const cx_program *p) {
+  static char buf[32];
+  const cx_backend *be = cx_program_backend(p);
+  if (be->device != CX_DEVICE_CPU) return be->name;
+  snprintf(buf, sizeof buf, "%d threads", omp_get_max_threads());
+  return buf;
+}
+
 static cx_status profile(const profile_opts *o, cx_profile *pr, cx_trace **tr) {
   cx_program *p = NULL;
   int64_t classes = 0;
@@ -107,9 +122,9 @@ static cx_status profile(const profile_opts *o, cx_profile *pr, cx_trace **tr) {
   if (s == CX_OK) s = run_steps(o, p, *tr, pr);
   if (s == CX_OK && o->trace) s = cx_trace_write(*tr, o->trace);
   if (s == CX_OK && !o->json) {
-    printf("%s, batch %lld, %s%s, %d threads: ", o->model, (long long)o->batch,
-           o->training ? "training" : "inference", o->bf16 ? " (bf16)" : "",
-           omp_get_max_threads());
+    printf("%s, batch %lld, %s (%s), %s: ", o->model, (long long)o->batch,
+           o->training ? "training" : "inference", precision_names[o->precision],
+           device_str(p));
     cx_profile_print(pr, stdout, o->top);
     if (o->trace)
       printf("\ntrace of %lld steps (%lld events): %s\n", (long long)o->steps,
@@ -149,9 +164,13 @@ static int parse(const cx_command *c, int argc, char **argv, profile_opts *o) {
     } else if (!strcmp(a, "--precision")) {
       if (i + 1 >= argc) return cx_cli_usage_error(c, "option '%s' needs a value", a);
       const char *p = argv[++i];
-      if (strcmp(p, "fp32") && strcmp(p, "bf16"))
-        return cx_cli_usage_error(c, "--precision '%s': fp32 or bf16", p);
-      o->bf16 = !strcmp(p, "bf16");
+      int k = 0;
+      while (k < 3 && strcmp(p, precision_names[k])) k++;
+      if (k == 3) return cx_cli_usage_error(c, "--precision '%s': fp32, bf16 or fp16", p);
+      o->precision = (cx_precision)k;
+    } else if (!strcmp(a, "--device")) {
+      if (i + 1 >= argc) return cx_cli_usage_error(c, "option '%s' needs a value", a);
+      o->device = argv[++i];
     } else if (!strcmp(a, "--trace")) {
       if (i + 1 >= argc) return cx_cli_usage_error(c, "option '%s' needs a value", a);
       o->trace = argv[++i];
@@ -183,7 +202,8 @@ const cx_command cx_cmd_profile = {
     .usage =
         "usage: compress profile SPEC_OR_ONNX [--batch N] [--steps N] [--training]\n"
         "                        [--trace FILE.json] [--json] [--warmup N] [--top N]\n"
-        "                        [--threads N] [--precision fp32|bf16]\n\n"
+        "                        [--threads N] [--precision fp32|bf16|fp16]\n"
+        "                        [--device cpu|cuda|auto]\n\n"
         "Builds the model (an ONNX file or a built-in spec such as\n"
         "resnet20:input=1x28x28, see 'compress models'), feeds it random inputs and runs\n"
         "--warmup steps untimed, then --steps timed ones. Prints, per op type and per node,\n"
@@ -199,14 +219,18 @@ const cx_command cx_cmd_profile = {
         "                       and host tracks), for chrome://tracing or ui.perfetto.dev\n"
         "    --top N            nodes in the per-node table (default 20, 0: all)\n"
         "    --threads N        OpenMP threads (default: OMP_NUM_THREADS or all CPUs)\n"
-        "    --precision P      fp32 (default) or bf16: convolutions and matmuls in bf16\n"
-        "                       (f32 accumulation); needs a CPU with AVX512-BF16\n"
+        "    --precision P      fp32 (default), bf16 or fp16: convolutions and matmuls in\n"
+        "                       that type (f32 accumulation); bf16 on the CPU needs\n"
+        "                       AVX512-BF16, fp16 a GPU\n"
+        "    --device DEV       cpu (default), cuda or auto; on a GPU each node is waited\n"
+        "                       for while timed, so the times are its own\n"
         "    --json             print one JSON object (every op type and node) instead\n",
     .run = run,
 };
 
 /* compress bench train: images per second of whole training steps (forward, backward, SGD). */
-static cx_status bench(const profile_opts *o, double *images_per_s, double *ms_per_step) {
+static cx_status bench(const profile_opts *o, double *images_per_s, double *ms_per_step,
+                       const char **device) {
   cx_program *p = NULL;
   int64_t classes = 0;
   CX_TRY(build(o, &p, &classes));
@@ -216,10 +240,14 @@ static cx_status bench(const profile_opts *o, double *images_per_s, double *ms_p
   cx_optimizer *opt = NULL;
   if (s == CX_OK) s = cx_optimizer_for_program(&c, p, &opt);
   double unused = 0, t0 = 0;
+  const cx_backend *be = s == CX_OK ? cx_program_backend(p) : NULL;
+  if (be) *device = be->name;
   for (int64_t k = 0; k < o->warmup + o->steps && s == CX_OK; k++) {
-    if (k == o->warmup) t0 = cx_profile_now();
-    s = run_step(p, opt, NULL, k, &unused);
+    if (k == o->warmup && (s = be->sync(cx_program_stream(p))) == CX_OK) t0 = cx_profile_now();
+    if (s == CX_OK) s = run_step(p, opt, NULL, k, &unused);
   }
+  /* a stream backend queues: the steps are done when its stream is */
+  if (s == CX_OK) s = be->sync(cx_program_stream(p));
   double dt = cx_profile_now() - t0;
   *images_per_s = (double)(o->batch * o->steps) / dt;
   *ms_per_step = 1e3 * dt / (double)o->steps;
@@ -236,16 +264,19 @@ static int run_bench(int argc, char **argv) {
   if (rc) return rc;
   if (o.threads > 0) omp_set_num_threads(o.threads);
   double ips = 0, ms = 0;
-  if (bench(&o, &ips, &ms) != CX_OK) return cx_cli_fail(&cx_cmd_bench);
+  const char *device = "cpu";
+  if (bench(&o, &ips, &ms, &device) != CX_OK) return cx_cli_fail(&cx_cmd_bench);
   if (o.json) {
     printf("{\"model\":");
     cx_json_string(stdout, o.model);
-    printf(",\"batch\":%lld,\"threads\":%d,\"precision\":\"%s\",\"steps\":%lld,"
-           "\"images_per_s\":%.2f,\"ms_per_step\":%.3f}\n", (long long)o.batch,
-           omp_get_max_threads(), o.bf16 ? "bf16" : "fp32", (long long)o.steps, ips, ms);
+    printf(",\"batch\":%lld,\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\","
+           "\"steps\":%lld,\"images_per_s\":%.2f,\"ms_per_step\":%.3f}\n", (long long)o.batch,
+           omp_get_max_threads(), device, precision_names[o.precision],
+           (long long)o.steps, ips, ms);
   } else
-    printf("%s: training, batch %lld, %d threads, %s: %.1f images/s (%.1f ms a step)\n", o.model,
-           (long long)o.batch, omp_get_max_threads(), o.bf16 ? "bf16" : "fp32", ips, ms);
+    printf("%s: training, batch %lld, %s, %d threads, %s: %.1f images/s (%.1f ms a step)\n",
+           o.model, (long long)o.batch, device, omp_get_max_threads(),
+           precision_names[o.precision], ips, ms);
   return 0;
 }
 
@@ -254,7 +285,8 @@ const cx_command cx_cmd_bench = {
     .summary = "Measure training throughput (images/s) of a model",
     .usage =
         "usage: compress bench train SPEC_OR_ONNX [--batch N] [--threads N]\n"
-        "                              [--precision fp32|bf16] [--steps N] [--warmup N] [--json]\n\n"
+        "                              [--precision fp32|bf16|fp16] [--device DEV]\n"
+        "                              [--steps N] [--warmup N] [--json]\n\n"
         "Times whole training steps — forward, backward (softmax cross-entropy on random\n"
         "labels) and an SGD step — on random inputs after --warmup untimed steps, and\n"
         "prints images per second. bench/run_train.sh runs it beside PyTorch.\n\n"
@@ -262,8 +294,10 @@ const cx_command cx_cmd_bench = {
         "    --steps N          timed steps (default 20)\n"
         "    --warmup N         untimed steps first (default 3)\n"
         "    --threads N        OpenMP threads (default: OMP_NUM_THREADS or all CPUs)\n"
-        "    --precision P      fp32 (default) or bf16: convolutions and matmuls in bf16\n"
-        "                       (f32 accumulation); needs a CPU with AVX512-BF16\n"
+        "    --precision P      fp32 (default), bf16 or fp16: convolutions and matmuls in\n"
+        "                       that type (f32 accumulation); bf16 on the CPU needs\n"
+        "                       AVX512-BF16, fp16 a GPU\n"
+        "    --device DEV       cpu (default), cuda or auto\n"
         "    --json             print one JSON object\n",
     .run = run_bench,
 };

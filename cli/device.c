@@ -4,19 +4,31 @@
 #include <string.h>
 
 #include "../kernels/cpu/cpu.h"
+#include "../kernels/cuda/cuda_backend.h"
 
-/* This build has no CUDA backend yet (kernels/cuda/ comes with the CUDA issue): "auto" is the
- * CPU, and "cuda" is refused before anything is loaded rather than run on the CPU under its
- * name. The CUDA backend joins here, and only here. */
+/* "cuda" in a build without the CUDA backend, or on a machine without a GPU, is refused before
+ * anything is loaded rather than run on the CPU under its name; "auto" falls back to the CPU. */
 cx_status cx_cli_backend(const char *device, const cx_backend **out) {
   *out = NULL;
-  if (!device || !strcmp(device, "cpu") || !strcmp(device, "auto"))
-    return *out = cx_backend_cpu(), CX_OK;
-  if (!strcmp(device, "cuda"))
+  if (!device || !strcmp(device, "cpu")) return *out = cx_backend_cpu(), CX_OK;
+  bool cuda = !strcmp(device, "cuda");
+  if (!cuda && strcmp(device, "auto"))
+    return cx_fail(CX_ERR_ARG, "unknown device \"%s\": one of \"cpu\", \"cuda\", \"auto\"",
+                   device);
+#ifdef CX_HAVE_CUDA
+  if (cx_cuda_probe() == CX_OK) return *out = cx_backend_cuda(), CX_OK;
+  if (cuda) {
+    char why[400];
+    snprintf(why, sizeof why, "%s", cx_last_error());
+    return cx_fail(CX_ERR_UNSUPPORTED, "device \"cuda\": %s; use \"cpu\" or \"auto\"", why);
+  }
+#else
+  if (cuda)
     return cx_fail(CX_ERR_UNSUPPORTED, "device \"cuda\": this build of compress has no CUDA "
-                   "backend (it runs on the CPU only); use \"cpu\" or \"auto\"");
-  return cx_fail(CX_ERR_ARG, "unknown device \"%s\": one of \"cpu\", \"cuda\", \"auto\"",
-                 device);
+                   "backend (the CUDA toolkit was not found when it was built); use \"cpu\" or "
+                   "\"auto\"");
+#endif
+  return *out = cx_backend_cpu(), CX_OK;
 }
 
 cx_status cx_cli_backend_of(const cx_toml *run, const cx_backend **out) {

@@ -66,7 +66,18 @@ typedef struct cx_kernel_args {
   /* The replicas whose batch statistics a BatchNorm pools (synchronised BatchNorm); NULL: this
    * process's batch alone. Set only in training programs, never during prepare. */
   const cx_replicas *sync_stats;
+  /* The compiled graph, for cx_kernel_const_input. */
+  const cx_graph *graph;
 } cx_kernel_args;
+
+/* The host copy of input k when it is a constant of the program (axes, starts, pads: the
+ * initializer the program uploaded), else NULL (absent, or computed at run time). Valid in
+ * prepare and run: a device kernel reads such small inputs here instead of copying them back. */
+static inline const void *cx_kernel_const_input(const cx_kernel_args *a, int k) {
+  if (!a->graph || k >= a->n_in || a->node->in[k] < 0) return NULL;
+  const cx_value *v = &a->graph->values[a->node->in[k]];
+  return v->kind == CX_VALUE_CONST ? v->init : NULL;
+}
 
 /* Memory layouts a kernel accepts besides plain row-major (cx_kernel.layouts). Only 4-D
  * activations are ever made channels-last (core/layout.c), so these speak of 4-D arguments. */

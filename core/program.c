@@ -358,7 +358,8 @@ static cx_kernel_args node_args(const cx_program *p, int i) {
                           .sync_stats = p->replicas.count > 1 && p->replicas.sync_batch_stats &&
                                                 !p->local_only
                                             ? &p->replicas
-                                            : NULL};
+                                            : NULL,
+                          .graph = p->g};
 }
 
 static void fill_node_tensors(cx_program *p) {
@@ -578,6 +579,9 @@ static cx_status run_node(cx_program *p, int i) {
   cx_kernel_args a = node_args(p, i);
   double t0 = p->timing ? now_seconds() : 0;
   cx_status s = p->kernel[i]->run(&a);
+  /* a stream backend's kernel returns once queued: while profiling, each node is waited for so
+   * that its time is its own */
+  if (p->timing && p->stream && s == CX_OK) s = p->be->sync(p->stream);
   if (p->timing) {
     cx_node_timing *t = &p->timing[i];
     t->last_start = t0;

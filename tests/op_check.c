@@ -4,12 +4,76 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../core/op.h"
 #include "../core/program.h"
 #include "../core/rng.h"
 #include "../kernels/cpu/cpu.h"
+#include "../kernels/cuda/cuda_backend.h"
 #include "../kernels/ref/ref.h"
+
+/* ---- the backend under test: CX_TEST_BACKEND=cuda runs the same checks on the GPU ---------- */
+
+static struct {
+  const cx_backend *be;
+  int checked, not_here; /* graphs compiled on it; graphs with an op it has no kernel for */
+} B;
+
+/* A run that checked nothing on its backend is a skip, not a pass. */
+static void skip_if_nothing_checked(void) {
+  if (B.checked == 0 && B.not_here > 0) {
+    printf("skipped: backend '%s' has a kernel for none of these checks\n", B.be->name);
+    fflush(stdout);
+    _exit(77);
+  }
+}
+
+static const cx_backend *test_backend(void) {
+  if (B.be) return B.be;
+  const char *want = getenv("CX_TEST_BACKEND");
+  if (!want || !*want || !strcmp(want, "cpu")) return B.be = cx_backend_cpu();
+#ifdef CX_HAVE_CUDA
+  if (!strcmp(want, "cuda")) {
+    if (cx_cuda_probe() != CX_OK) {
+      printf("skipped: no GPU (%s)\n", cx_last_error());
+      fflush(stdout);
+      _exit(77);
+    }
+    atexit(skip_if_nothing_checked);
+    return B.be = cx_backend_cuda();
+  }
+#endif
+  printf("skipped: CX_TEST_BACKEND=%s is not a backend of this build\n", want);
+  fflush(stdout);
+  _exit(77);
+}
+
+/* Every node of the compiled graph p has a kernel on the backend under test. */
+static bool all_kernels_on(const cx_backend *be, const cx_program *p, char *missing, size_t n) {
+  const cx_graph *g = cx_program_graph(p);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const cx_node *nd = &g->nodes[i];
+    if (!be->find_kernel(be, nd, NULL, nd->n_in)) {
+      snprintf(missing, n, "%s", nd->op->name);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* A program tensor's values as doubles (downloaded from the backend). */
+static double *fetch(const cx_program *p, const cx_tensor *t) {
+  int64_t n = cx_tensor_numel(t);
+  void *raw = malloc(cx_tensor_nbytes(t) + 8);
+  double *d = calloc((size_t)(n ? n : 1), sizeof(double));
+  if (raw && d && cx_program_read(p, t, raw) == CX_OK)
+    for (int64_t i = 0; i < n; i++) d[i] = cx_dtype_load(t->dtype, raw, (size_t)i);
+  else
+    for (int64_t i = 0; i < n && d; i++) d[i] = NAN;
+  free(raw);
+  return d;
+}
 
 static int fill_init(cx_graph *g, cx_value_kind kind, const char *name, const cx_shape *shape,
                      float lo, float hi, uint64_t seed) {
@@ -92,9 +156,10 @@ static int check_forward(const char *label, cx_program *p, ref_state *r, double 
     int64_t n = cx_shape_numel(&o->shape);
     double err = 0, scale = fmax(max_abs(o->data, n), 1e-3);
     int64_t worst = 0;
+    double *ours = fetch(p, t);
     for (int64_t i = 0; i < n; i++) {
-      double e = fabs(cx_dtype_load(t->dtype, t->data, (size_t)i) - o->data[i]);
-      if (e > err) err = e, worst = i;
+      double e = fabs(ours[i] - o->data[i]);
+      if (!(e <= err)) err = e, worst = i;
     }
     err /= scale;
     char sh[CX_SHAPE_STR];
@@ -102,9 +167,10 @@ static int check_forward(const char *label, cx_program *p, ref_state *r, double 
     printf("%s %s: forward '%s' %s: error %.2e (tol %.0e)", bad ? "FAIL" : "ok  ", label,
            r->g->values[v].name, cx_shape_str(&o->shape, sh), err, tol);
     if (bad)
-      printf(" at element %lld: ours %.6g, reference %.6g", (long long)worst,
-             cx_dtype_load(t->dtype, t->data, (size_t)worst), o->data[worst]);
+      printf(" at element %lld: ours %.6g, reference %.6g", (long long)worst, ours[worst],
+             o->data[worst]);
     printf("\n");
+    free(ours);
     fails += bad;
   }
   return fails;
@@ -121,6 +187,7 @@ static int check_grads(const char *label, cx_program *p, ref_state *r, double *c
     int64_t n = cx_shape_numel(&x->shape), samples = n < o->max_fd ? n : o->max_fd;
     double err = 0, scale = 1e-3, worst_fd = 0, worst_ours = 0;
     int64_t worst = -1;
+    double *g_ours = fetch(p, gt);
     for (int64_t s = 0; s < samples; s++) {
       int64_t i = samples == n ? s : (int64_t)(cx_rng_uniform(o->seed + 7, (uint64_t)s) * n);
       double keep = x->data[i];
@@ -129,10 +196,11 @@ static int check_grads(const char *label, cx_program *p, ref_state *r, double *c
       x->data[i] = keep - o->fd_step;
       double lm = ref_loss(r, R);
       x->data[i] = keep;
-      double fd = (lp - lm) / (2 * o->fd_step), ours = ((const float *)gt->data)[i];
+      double fd = (lp - lm) / (2 * o->fd_step), ours = g_ours[i];
       scale = fmax(scale, fabs(fd));
       if (!(fabs(fd - ours) <= err)) err = fabs(fd - ours), worst = i, worst_fd = fd, worst_ours = ours;
     }
+    free(g_ours);
     err /= scale;
     bool bad = !(err <= o->grad_tol);
     char sh[CX_SHAPE_STR];
@@ -167,10 +235,11 @@ static int run_check(const char *label, cx_program *p, const oc_opts *o) {
   for (int v = 0; v < g->n_values; v++) {
     const cx_tensor *t = cx_program_value_tensor(p, v);
     int64_t n = cx_shape_numel(&t->shape);
-    r.v[v] = (cx_ref_tensor){.shape = t->shape, .data = calloc((size_t)(n ? n : 1), 8),
+    r.v[v] = (cx_ref_tensor){.shape = t->shape,
+                             .data = g->values[v].kind != CX_VALUE_ACT
+                                         ? fetch(p, t)
+                                         : calloc((size_t)(n ? n : 1), 8),
                              .dtype = t->dtype};
-    if (g->values[v].kind != CX_VALUE_ACT)
-      for (int64_t i = 0; i < n; i++) r.v[v].data[i] = cx_dtype_load(t->dtype, t->data, (size_t)i);
   }
   double **R = calloc((size_t)g->n_outputs + 1, sizeof(double *));
   for (int k = 0; k < g->n_outputs; k++) {
@@ -180,11 +249,14 @@ static int run_check(const char *label, cx_program *p, const oc_opts *o) {
     char name[600];
     snprintf(name, sizeof name, "%s@grad", g->values[g->outputs[k]].name);
     cx_tensor *seed = o->grad ? cx_program_tensor(p, name) : NULL;
+    float *host = malloc(sizeof(float) * (size_t)(n ? n : 1));
     for (int64_t i = 0; i < n; i++) {
       float x = 2 * cx_rng_uniform(o->seed + 1000 + (uint64_t)k, (uint64_t)i) - 1;
       R[k][i] = x;
-      if (seed) ((float *)seed->data)[i] = x;
+      host[i] = x;
     }
+    if (seed) cx_program_write(p, seed, host);
+    free(host);
   }
   int fails = 0;
   cx_status s = ref_run(&r);
@@ -203,8 +275,11 @@ static int run_check(const char *label, cx_program *p, const oc_opts *o) {
   return fails;
 }
 
+/* On a backend other than the CPU, a graph whose compiled form has an op without a kernel there
+ * is reported and left out (the CUDA coverage test says which ops must have one). */
 int oc_check(const char *label, cx_graph *g, const oc_opts *given) {
   oc_opts o = defaults(given);
+  const cx_backend *be = test_backend();
   cx_compile_opts co = {.batch = 1, .training = o.grad, .backend = cx_backend_cpu(),
                         .seed = o.seed};
   cx_program *p = NULL;
@@ -212,6 +287,23 @@ int oc_check(const char *label, cx_graph *g, const oc_opts *given) {
     printf("FAIL %s: compile: %s\n", label, cx_last_error());
     return 1;
   }
+  if (be != cx_backend_cpu()) {
+    char missing[200];
+    bool here = all_kernels_on(be, p, missing, sizeof missing);
+    cx_program_free(p);
+    p = NULL;
+    if (!here) {
+      printf("not on %s: %s (no kernel for %s)\n", be->name, label, missing);
+      B.not_here++;
+      return 0;
+    }
+    co.backend = be;
+    if (cx_program_compile(g, &co, &p) != CX_OK) {
+      printf("FAIL %s: compile on %s: %s\n", label, be->name, cx_last_error());
+      return 1;
+    }
+  }
+  B.checked++;
   int fails = run_check(label, p, &o);
   cx_program_free(p);
   return fails;

@@ -11,7 +11,10 @@
  * memory host code cannot touch) the same way — KD, the test extension, EMA, clipping,
  * accumulation 2, loss scaling, a checkpoint, a resume and the evaluations — and requires the
  * result bit-identical to the same run on the CPU backend: any host access to backend memory
- * is a crash there, not a silent bug on a GPU later. */
+ * is a crash there, not a silent bug on a GPU later.
+ * `test_compose cuda` runs the same two trainings on the CUDA backend (resumed at step 3 too) and
+ * requires them close to the CPU's: f32 on both, but reductions in another order, so within
+ * tolerances rather than bit for bit. Without a GPU it exits 77 (ctest's skip). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,7 @@
 #include "../core/program.h"
 #include "../distill/distill.h"
 #include "../kernels/cpu/cpu.h"
+#include "../kernels/cuda/cuda_backend.h"
 #include "../kernels/guard/guard.h"
 #include "../models/layers.h"
 #include "../models/zoo.h"
@@ -177,6 +181,29 @@ static bool same_model(const cx_graph *a, const cx_graph *b) {
   return true;
 }
 
+/* The largest difference between a's and b's parameters and statistics, each relative to that
+ * tensor's largest magnitude (at least 1e-3); its name in worst. */
+static double model_distance(const cx_graph *a, const cx_graph *b, const char **worst) {
+  double d = 0;
+  *worst = "";
+  for (int v = 0; v < a->n_values; v++) {
+    const cx_value *x = &a->values[v];
+    if (x->kind != CX_VALUE_PARAM && x->kind != CX_VALUE_STATE) continue;
+    int64_t n;
+    const float *y = weights(b, x->name, &n);
+    if (!y || n != cx_shape_numel(&x->shape)) return *worst = x->name, INFINITY;
+    const float *ax = x->init;
+    double scale = 1e-3, e = 0;
+    for (int64_t i = 0; i < n; i++) {
+      scale = fmax(scale, fabs(ax[i]));
+      e = fmax(e, fabs((double)ax[i] - y[i]));
+      if (isnan(y[i]) || isnan(ax[i])) e = INFINITY;
+    }
+    if (!(e / scale <= d)) d = e / scale, *worst = x->name;
+  }
+  return d;
+}
+
 static void free_outcome(outcome *o) { cx_graph_free(o->model); }
 
 static cx_graph *teacher_graph;
@@ -301,8 +328,55 @@ static void test_guard(const paths *p, const char *spec, const char *weight) {
   model_spec = NULL;
 }
 
+#ifdef CX_HAVE_CUDA
+/* The guard's run on the GPU: KD, EMA, clipping, accumulation, dynamic loss scaling, a
+ * checkpoint and a resume, against the CPU. */
+static void test_cuda(const paths *p, const char *spec, const char *weight) {
+  CHECK(cx_model_build(spec, &model_spec, NULL) == CX_OK, "%s: %s", spec, cx_last_error());
+  if (!model_spec) return;
+  use_ema = true;
+  outcome cpu = train_run(p, cx_backend_cpu(), from_spec, teacher_graph, weight, 0);
+  outcome gpu = train_run(p, cx_backend_cuda(), from_spec, teacher_graph, weight, 3);
+  if (cpu.status == CX_OK && gpu.status == CX_OK) {
+    const char *worst;
+    double d = model_distance(cpu.model, gpu.model, &worst);
+    double dl = fabs(gpu.r.final_loss - cpu.r.final_loss) / fmax(fabs(cpu.r.final_loss), 1e-3);
+    printf("%s on the GPU: %lld steps (resumed at %lld), top-1 %.2f%% (CPU %.2f%%), loss %.6f "
+           "(CPU %.6f, relative difference %.2e), parameters within %.2e (worst: %s)\n", spec,
+           (long long)gpu.r.steps, (long long)gpu.r.resumed_step, gpu.r.val.top1,
+           cpu.r.val.top1, gpu.r.final_loss, cpu.r.final_loss, dl, d, worst);
+    CHECK(gpu.r.resumed_step == 3 && gpu.r.steps == cpu.r.steps, "resumed at %lld, %lld steps",
+          (long long)gpu.r.resumed_step, (long long)gpu.r.steps);
+    CHECK(d <= 2e-3, "%s: parameters differ by %.2e (relative) at %s", spec, d, worst);
+    CHECK(dl <= 2e-3, "%s: loss %.9g on the GPU, %.9g on the CPU", spec, gpu.r.final_loss,
+          cpu.r.final_loss);
+    CHECK(fabs(gpu.r.val.top1 - cpu.r.val.top1) <= 1.0, "%s: top-1 %g on the GPU, %g on the CPU",
+          spec, gpu.r.val.top1, cpu.r.val.top1);
+    CHECK(gpu.kd.teacher_batches > 0 && gpu.updates[1] == (double)gpu.r.steps,
+          "%s: teacher batches %lld, extension steps %g", spec,
+          (long long)gpu.kd.teacher_batches, gpu.updates[1]);
+  }
+  free_outcome(&cpu);
+  free_outcome(&gpu);
+  cx_graph_free(model_spec);
+  model_spec = NULL;
+}
+#endif
+
 int main(int argc, char **argv) {
   bool guard = argc > 1 && !strcmp(argv[1], "guard");
+  bool cuda = argc > 1 && !strcmp(argv[1], "cuda");
+#ifdef CX_HAVE_CUDA
+  if (cuda && cx_cuda_probe() != CX_OK) {
+    printf("skipped: no GPU (%s)\n", cx_last_error());
+    return 77;
+  }
+#else
+  if (cuda) {
+    printf("skipped: this build has no CUDA backend\n");
+    return 77;
+  }
+#endif
   paths p;
   snprintf(p.dir, sizeof p.dir, "/tmp/cx_compose_XXXXXX");
   CHECK(mkdtemp(p.dir) != NULL, "%s", "mkdtemp");
@@ -313,6 +387,12 @@ int main(int argc, char **argv) {
   if (s == CX_OK) s = fmnist_subset(p.test, p.val, 0, 256);
   CHECK(s == CX_OK, "data: %s", cx_last_error());
   teacher_graph = fmnist_small_cnn(99); /* an untrained teacher still changes the loss */
+#ifdef CX_HAVE_CUDA
+  if (s == CX_OK && cuda) {
+    test_cuda(&p, "resnet20:classes=10,input=1x28x28", "layer1.0.conv2.weight");
+    test_cuda(&p, "mobilenet_v2:width=0.5,classes=10,input=1x28x28", "features.2.conv.1.0.weight");
+  } else
+#endif
   if (s == CX_OK && guard) {
     test_guard(&p, "resnet20:classes=10,input=1x28x28", "layer1.0.conv2.weight");
     test_guard(&p, "mobilenet_v2:width=0.5,classes=10,input=1x28x28", "features.2.conv.1.0.weight");

@@ -355,7 +355,7 @@ config_error teacher-precision 's/^spec = "resnet20.*"$/&\nprecision = "fp8"/' "
 config_error teacher-fp16 's/^spec = "resnet20.*"$/&\nprecision = "fp16"/' "19:13" \
   "fp16 needs a CUDA device"
 config_error precision-fp16 's/^threads = 1/precision = "fp16"/' "5:13" 'fp16 needs a CUDA device'
-config_error device-cuda 's/^threads = 1/device = "cuda"/' "5:10" 'no CUDA backend'
+config_error device-cuda 's/^threads = 1/device = "cuda"/' "5:10" 'use "cpu" or "auto"'
 config_error device-tpu 's/^threads = 1/device = "tpu"/' "5:10" 'one of "cpu", "cuda", "auto"'
 config_error threads-word 's/^threads = 1/threads = "all"/' "5:11" 'give a count (0 to 1024) or "auto"'
 printf '\n[quantize]\nepochs = 1\n' >>"$work/pipe.toml"

@@ -231,7 +231,7 @@ run 1 resume-none train "$work/train.toml" --out "$work/run_none" --resume
 [[ ! -e $work/run_none ]] || fail "resume-none: created the folder"
 
 # ---- bad configs: one line, file:line:col ----
-config_error device-cuda 's/^threads = 1/device = "cuda"/' "30:10" 'no CUDA backend'
+config_error device-cuda 's/^threads = 1/device = "cuda"/' "30:10" 'use "cpu" or "auto"'
 run 1 device-flag train "$work/train.toml" --out "$work/run_dev" --device cuda
 expect_in device-flag err "--device: device \"cuda\""
 [[ ! -e $work/run_dev ]] || fail "device-flag: created the folder"
