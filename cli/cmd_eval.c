@@ -181,6 +181,6 @@ const cx_command cx_cmd_eval = {
         "    --std a,b,c      per-channel standard deviation\n"
         "    --scale S        pixel scale: 1/255 (default) for [0,1], 1 for 0..255\n"
         "    --json           print one JSON object\n"
-        "    --device DEV     cpu, cuda or auto (default cpu; this build: cpu only)\n",
+        "    --device DEV     cpu, cuda or auto (default cpu; docs/cuda.md)\n",
     .run = run,
 };

@@ -152,7 +152,7 @@ const cx_command cx_cmd_prune = {
         "    --train KEY=VALUE   any other [train] key as TOML, e.g. --train 'optimizer=\"sgd\"'\n"
         "                        (--train bn_l1=L: network slimming's L1 penalty on BatchNorm\n"
         "                        gamma while fine-tuning, docs/training.md)\n"
-        "    --threads T|auto  --device cpu|auto  --quiet\n\n"
+        "    --threads T|auto  --device cpu|cuda|auto  --quiet\n\n"
         "scan: prunes each prunable layer alone at 10%, 20%, ... 90% (by --method: magnitude,\n"
         "its weights; channel, that fraction of the channels of each unfrozen channel group)\n"
         "and evaluates it on --data; prints the table (--json: as JSON) and with --svg writes\n"

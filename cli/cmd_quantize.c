@@ -96,6 +96,6 @@ const cx_command cx_cmd_quantize = {
         "    --lsq               learn the scales (LSQ) instead of following observers\n"
         "    --freeze-observers-after E  --observe-every K\n"
         "    --train KEY=VALUE   any other [train] key as TOML, e.g. --train 'optimizer=\"sgd\"'\n"
-        "    --threads T|auto  --device cpu|auto  --quiet\n",
+        "    --threads T|auto  --device cpu|cuda|auto  --quiet\n",
     .run = run,
 };

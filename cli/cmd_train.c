@@ -308,7 +308,7 @@ const cx_command cx_cmd_train = {
         "checked before the output folder is made or any file in it is written.\n"
         "Ctrl-C writes a checkpoint after the current step and stops.\n\n"
         "    --out DIR    the output folder (instead of [run] out_dir)\n"
-        "    --device DEV cpu, cuda or auto (instead of [run] device; this build: cpu)\n"
+        "    --device DEV cpu, cuda or auto (instead of [run] device; docs/cuda.md)\n"
         "    --resume     continue from the newest checkpoint in DIR/checkpoints; the\n"
         "                 losses are the same, bit for bit, as those of a run that never\n"
         "                 stopped. A checkpoint of another config is refused\n"

@@ -190,7 +190,9 @@ static cx_status mm_run(const cx_kernel_args *a) {
   cx_stream *st = cx_cuda_stream(a->stream);
   const float *A = cx_cuda_f32(&a->in[0]), *B = cx_cuda_f32(&a->in[1]);
   float *Y = cx_cuda_f32(&a->out[0]);
-  if (s->m == 0 || s->n == 0) return CX_OK;
+  /* an empty Y (m, n or a batch axis 0): nothing to write, and a 0 batch axis would never end
+   * the odometer below */
+  if (s->m == 0 || s->n == 0 || cx_tensor_nbytes(&a->out[0]) == 0) return CX_OK;
   float beta = 0;
   if (s->fill_c) {
     CX_CUDA(cx_cu_gemm_fill_c(Y, cx_cuda_f32(&a->in[2]), s->m, s->n, s->ci, s->cj, s->beta, st->s));

@@ -1,7 +1,6 @@
 /* CUDA kernels of the shape family (kernels/cpu/shape.c's semantics, any dtype by element size):
  * copies on the stream for Flatten / Reshape / Identity, 2-D strided copies for Concat / Split /
- * SplitGrad, one gather kernel for Transpose and Expand. Slice and Pad read their starts / pads
- * from s64 inputs that live on the device here, so they have no kernel yet. */
+ * SplitGrad, one gather kernel for Transpose and Expand (and Slice: kernels/cuda/slice.c). */
 
 #include "../../core/op.h"
 #include "cuda.h"

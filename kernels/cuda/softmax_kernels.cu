@@ -17,31 +17,33 @@ __device__ float warp_max(float v) {
 
 __global__ void softmax_like(int kind, float *out, const float *x, const float *dy,
                              int64_t outer, int64_t n, int64_t inner) {
-  int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
   int lane = threadIdx.x % 32;
-  if (warp >= outer * inner) return;
-  int64_t o = warp / inner, j = warp % inner, base = o * n * inner + j;
-  const float *xr = x + base;
-  float *yr = out + base;
-  if (kind <= 1) {
-    float m = -INFINITY;
-    for (int64_t c = lane; c < n; c += 32) m = fmaxf(m, xr[c * inner]);
-    m = warp_max(m);
-    float s = 0;
-    for (int64_t c = lane; c < n; c += 32) s += expf(xr[c * inner] - m);
+  /* warp-uniform loop (blockDim is a multiple of 32): every lane of a warp shuffles together */
+  for (int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; warp < outer * inner;
+       warp += (int64_t)gridDim.x * blockDim.x / 32) {
+    int64_t o = warp / inner, j = warp % inner, base = o * n * inner + j;
+    const float *xr = x + base;
+    float *yr = out + base;
+    if (kind <= 1) {
+      float m = -INFINITY;
+      for (int64_t c = lane; c < n; c += 32) m = fmaxf(m, xr[c * inner]);
+      m = warp_max(m);
+      float s = 0;
+      for (int64_t c = lane; c < n; c += 32) s += expf(xr[c * inner] - m);
+      s = warp_sum(s);
+      float off = m + logf(s), inv = 1.0f / s;
+      for (int64_t c = lane; c < n; c += 32)
+        yr[c * inner] = kind == 0 ? expf(xr[c * inner] - m) * inv : xr[c * inner] - off;
+      continue;
+    }
+    const float *dr = dy + base;
+    float s = 0; /* <dy, y> (softmax) or sum(dy) (log-softmax) */
+    for (int64_t c = lane; c < n; c += 32) s += dr[c * inner] * (kind == 2 ? xr[c * inner] : 1.0f);
     s = warp_sum(s);
-    float off = m + logf(s), inv = 1.0f / s;
-    for (int64_t c = lane; c < n; c += 32)
-      yr[c * inner] = kind == 0 ? expf(xr[c * inner] - m) * inv : xr[c * inner] - off;
-    return;
-  }
-  const float *dr = dy + base;
-  float s = 0; /* <dy, y> (softmax) or sum(dy) (log-softmax) */
-  for (int64_t c = lane; c < n; c += 32) s += dr[c * inner] * (kind == 2 ? xr[c * inner] : 1.0f);
-  s = warp_sum(s);
-  for (int64_t c = lane; c < n; c += 32) {
-    float y = xr[c * inner], d = dr[c * inner];
-    yr[c * inner] = kind == 2 ? y * (d - s) : d - expf(y) * s;
+    for (int64_t c = lane; c < n; c += 32) {
+      float y = xr[c * inner], d = dr[c * inner];
+      yr[c * inner] = kind == 2 ? y * (d - s) : d - expf(y) * s;
+    }
   }
 }
 
@@ -54,6 +56,7 @@ extern "C" cudaError_t cx_cuda_softmax_like(int kind, float *out, const float *x
   if (rows == 0) return cudaSuccess;
   const int threads = 256;
   int64_t blocks = (rows * 32 + threads - 1) / threads;
+  if (blocks > (1 << 20)) blocks = 1 << 20; /* the kernel loops over the rest */
   softmax_like<<<(unsigned)blocks, threads, 0, s>>>(kind, out, x, dy, outer, n, inner);
   return cudaGetLastError();
 }
