@@ -683,6 +683,9 @@ cx_status cx_program_store(const cx_program *p, cx_graph *g) {
 cx_status cx_program_copy_params(cx_program *dst, const cx_program *src) {
   CX_TRY(refuse_folded(dst, "cx_program_copy_params"));
   CX_TRY(refuse_folded(src, "cx_program_copy_params"));
+  /* the copies are queued on dst's stream, which does not wait for work src has queued on its
+   * own (an optimizer update still running on a GPU) */
+  CX_TRY(src->be->sync(src->stream));
   for (int v = 0; v < dst->g->n_values; v++) {
     const cx_value *x = &dst->g->values[v];
     if (x->kind != CX_VALUE_PARAM && x->kind != CX_VALUE_STATE) continue;

@@ -157,9 +157,11 @@ static int check_forward(const char *label, cx_program *p, ref_state *r, double 
     double err = 0, scale = fmax(max_abs(o->data, n), 1e-3);
     int64_t worst = 0;
     double *ours = fetch(p, t);
-    for (int64_t i = 0; i < n; i++) {
-      double e = fabs(ours[i] - o->data[i]);
-      if (!(e <= err)) err = e, worst = i;
+    for (int64_t i = 0; i < n; i++) { /* NaN matches NaN only */
+      bool nan_ours = isnan(ours[i]), nan_ref = isnan(o->data[i]);
+      double e = nan_ours || nan_ref ? (nan_ours == nan_ref ? 0 : INFINITY)
+                                     : fabs(ours[i] - o->data[i]);
+      if (e > err) err = e, worst = i;
     }
     err /= scale;
     char sh[CX_SHAPE_STR];
