@@ -138,6 +138,12 @@ cx_status cx_backend_upload(const cx_backend *b, const cx_tensor *t, const void 
 cx_status cx_backend_copy(const cx_backend *b, const cx_tensor *dst, const cx_tensor *src,
                           cx_stream *s);
 
+/* A backend's find_kernel over its NULL-terminated kernel tables, in order (the first entry
+ * naming the op wins): NULL when none does or its supports() refuses the node. A table lookup
+ * only, so it answers on machines that cannot run the backend. */
+const cx_kernel *cx_kernel_lookup(const cx_kernel *const *tables, size_t n_tables,
+                                  const cx_node *n);
+
 static inline bool cx_backend_supports_op(const cx_backend *b, const cx_node *n,
                                           const cx_tensor *in, int n_in) {
   return b->find_kernel(b, n, in, n_in) != NULL;

@@ -27,4 +27,10 @@ cx_status cx_reduce_to_keep_shape(const struct cx_node *n, const cx_shape *small
 cx_status cx_reduce_shapes(const struct cx_node *n, const cx_shape *x, const int64_t *axes,
                            int n_axes, cx_shape *keep, cx_shape *out, bool reduced[CX_MAX_DIMS]);
 
+/* The kernels' form of the above: only the keepdims shape, from n_axes axes that the caller read
+ * (input 1's values, wherever its backend keeps them, or the axes attribute). The count is
+ * checked here before any axis is read, since the values came from outside. */
+cx_status cx_reduce_keep_shape(const struct cx_node *n, const cx_shape *x, const int64_t *axes,
+                               int64_t n_axes, cx_shape *keep);
+
 #endif

@@ -120,6 +120,21 @@ cx_shape cx_pool_out_shape(const cx_shape *x, const cx_pool_geom *g) {
   return y;
 }
 
+void cx_pool_geom_3d(const cx_pool_geom *g, int64_t in[3], int64_t out[3], int64_t k[3],
+                     int64_t s[3], int64_t d[3], int64_t pad_b[3], int64_t pad_e[3]) {
+  int lead = 3 - g->nsp;
+  for (int i = 0; i < 3; i++) {
+    int j = i - lead;
+    in[i] = j >= 0 ? g->in[j] : 1;
+    out[i] = j >= 0 ? g->out[j] : 1;
+    k[i] = j >= 0 ? g->k[j] : 1;
+    s[i] = j >= 0 ? g->s[j] : 1;
+    d[i] = j >= 0 ? g->d[j] : 1;
+    pad_b[i] = j >= 0 ? g->pad_b[j] : 0;
+    pad_e[i] = j >= 0 ? g->pad_e[j] : 0;
+  }
+}
+
 static cx_status check_f32(const cx_infer_ctx *ctx) {
   for (int i = 0; i < ctx->node->n_in; i++)
     if (ctx->node->in[i] >= 0 && ctx->in_dtype[i] != CX_F32)

@@ -27,4 +27,11 @@ cx_status cx_pool_geometry(const cx_node *n, const cx_shape *x, cx_pool_geom *g)
 /* The output shape [N, C, out...] of a geometry computed for input x. */
 cx_shape cx_pool_out_shape(const cx_shape *x, const cx_pool_geom *g);
 
+/* g as three spatial axes, into the caller's arrays of three: 1-D and 2-D pooling get unit leading
+ * axes (size 1, kernel 1, stride 1, dilation 1, no padding), so that one 3-D loop serves every
+ * rank. Arrays rather than a record because each backend keeps its own (the CUDA one is read by
+ * nvcc, which does not see core's headers). */
+void cx_pool_geom_3d(const cx_pool_geom *g, int64_t in[3], int64_t out[3], int64_t k[3],
+                     int64_t s[3], int64_t d[3], int64_t pad_b[3], int64_t pad_e[3]);
+
 #endif

@@ -28,6 +28,14 @@ cx_status cx_reduce_shapes(const cx_node *n, const cx_shape *x, const int64_t *a
   return CX_OK;
 }
 
+cx_status cx_reduce_keep_shape(const cx_node *n, const cx_shape *x, const int64_t *axes,
+                               int64_t n_axes, cx_shape *keep) {
+  if (n_axes > CX_MAX_DIMS)
+    return cx_fail(CX_ERR_SHAPE, "node '%s': %d axes given", n->name, (int)n_axes);
+  cx_shape out;
+  return cx_reduce_shapes(n, x, axes, (int)n_axes, keep, &out, NULL);
+}
+
 /* ---- shape inference ---- */
 
 static cx_status need_f32(const cx_infer_ctx *ctx, int i) {

@@ -22,6 +22,14 @@ static cx_status axis_of(const cx_node *n, int rank, int *out) {
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+void cx_contiguous_strides(const cx_shape *s, int64_t *st) {
+  int64_t acc = 1;
+  for (int d = s->ndim - 1; d >= 0; d--) {
+    st[d] = acc;
+    acc *= s->d[d];
+  }
+}
+
 /* The values of input i, which must be a constant 1-D (or scalar) s64 tensor. */
 static cx_status const_ints(const cx_infer_ctx *c, int i, const char *what, const int64_t **v,
                             int *count) {
@@ -197,7 +205,31 @@ static cx_status grad_transpose(const cx_grad_ctx *ctx) {
   return cx_graph_status(ctx->g);
 }
 
+/* Output axis d reads X's axis perm[d]; taken as it is, since infer (transpose_perm) checked it. */
+void cx_transpose_view(const cx_node *n, const cx_shape *x, int64_t *st) {
+  int r = x->ndim;
+  const int64_t *p;
+  int k = cx_node_ints(n, "perm", &p);
+  int64_t xs[CX_MAX_DIMS];
+  cx_contiguous_strides(x, xs);
+  for (int d = 0; d < r; d++) st[d] = xs[k ? p[d] : r - 1 - d];
+}
+
 /* ---- Concat, Split, SplitGrad ---- */
+
+/* The whole is [outer, dim, inner] around axis: each of the outer rows holds the part's n * inner
+ * elements at `at * inner`, which is what both the CPU loop and cudaMemcpy2D want. */
+cx_part_rows cx_part_rows_of(const cx_shape *whole, int axis, int64_t at, int64_t n, size_t es) {
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < whole->ndim; d++) {
+    if (d < axis) outer *= whole->d[d];
+    if (d > axis) inner *= whole->d[d];
+  }
+  return (cx_part_rows){.rows = outer,
+                        .chunk = (size_t)(n * inner) * es,
+                        .pitch = (size_t)(whole->d[axis] * inner) * es,
+                        .offset = (size_t)(at * inner) * es};
+}
 
 static cx_status infer_concat(const cx_infer_ctx *c) {
   const cx_node *n = c->node;
@@ -415,6 +447,16 @@ cx_status cx_slice_plan_make(const cx_node *n, const cx_shape *x, const void *co
   return CX_OK;
 }
 
+void cx_slice_view(const cx_shape *x, const cx_slice_plan *p, int64_t *st, int64_t *base) {
+  int64_t xs[CX_MAX_DIMS];
+  cx_contiguous_strides(x, xs);
+  *base = 0;
+  for (int d = 0; d < x->ndim; d++) {
+    st[d] = xs[d] * p->step[d];
+    *base += p->start[d] * xs[d];
+  }
+}
+
 static cx_status check_slice_inputs(const cx_infer_ctx *c) {
   static const char *what[] = {NULL, "starts", "ends", "axes", "steps"};
   for (int k = 1; k < c->node->n_in; k++) CX_TRY(check_optional_ints(c, k, what[k]));
@@ -624,6 +666,14 @@ static cx_status infer_expand(const cx_infer_ctx *c) {
   }
   set_out(c, 0, &out, c->in_dtype[0]);
   return CX_OK;
+}
+
+/* y's leading axes that X lacks, and X's axes of 1, repeat one element: stride 0. */
+void cx_expand_view(const cx_shape *x, const cx_shape *y, int64_t *st) {
+  int r = y->ndim, lead = r - x->ndim;
+  int64_t xs[CX_MAX_DIMS];
+  cx_contiguous_strides(x, xs);
+  for (int d = 0; d < r; d++) st[d] = d < lead || x->d[d - lead] == 1 ? 0 : xs[d - lead];
 }
 
 static cx_status grad_expand(const cx_grad_ctx *ctx) {

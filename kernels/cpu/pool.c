@@ -20,17 +20,7 @@ typedef struct geom3 {
 static cx_status geom3_make(const cx_node *n, const cx_shape *x, geom3 *g) {
   cx_pool_geom pg;
   CX_TRY(cx_pool_geometry(n, x, &pg));
-  int lead = 3 - pg.nsp;
-  for (int i = 0; i < 3; i++) {
-    int j = i - lead;
-    g->in[i] = j >= 0 ? pg.in[j] : 1;
-    g->out[i] = j >= 0 ? pg.out[j] : 1;
-    g->k[i] = j >= 0 ? pg.k[j] : 1;
-    g->s[i] = j >= 0 ? pg.s[j] : 1;
-    g->d[i] = j >= 0 ? pg.d[j] : 1;
-    g->pb[i] = j >= 0 ? pg.pad_b[j] : 0;
-    g->pe[i] = j >= 0 ? pg.pad_e[j] : 0;
-  }
+  cx_pool_geom_3d(&pg, g->in, g->out, g->k, g->s, g->d, g->pb, g->pe);
   g->in_plane = g->in[0] * g->in[1] * g->in[2];
   g->out_plane = g->out[0] * g->out[1] * g->out[2];
   g->planes = x->d[0] * x->d[1];

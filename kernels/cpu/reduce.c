@@ -21,22 +21,11 @@ enum { PAR_MIN = 1 << 15, BLOCK = 256 };
  * attribute (ReduceMaxGrad, whose input 1 is X). */
 static cx_status reduce_keep(const cx_kernel_args *a, const cx_shape *xs, bool from_input,
                              cx_shape *keep) {
-  int64_t axes[CX_MAX_DIMS];
-  int na = 0;
-  if (from_input && a->n_in > 1 && a->in[1].data) {
-    na = (int)cx_tensor_numel(&a->in[1]);
-    if (na > CX_MAX_DIMS)
-      return cx_fail(CX_ERR_SHAPE, "node '%s': %d axes given", a->node->name, na);
-    memcpy(axes, a->in[1].data, sizeof(int64_t) * (size_t)na);
-  } else {
-    const int64_t *attr = NULL;
-    na = cx_node_ints(a->node, "axes", &attr);
-    if (na > CX_MAX_DIMS)
-      return cx_fail(CX_ERR_SHAPE, "node '%s': %d axes given", a->node->name, na);
-    if (na) memcpy(axes, attr, sizeof(int64_t) * (size_t)na);
-  }
-  cx_shape out;
-  return cx_reduce_shapes(a->node, xs, axes, na, keep, &out, NULL);
+  if (from_input && a->n_in > 1 && a->in[1].data)
+    return cx_reduce_keep_shape(a->node, xs, a->in[1].data, cx_tensor_numel(&a->in[1]), keep);
+  const int64_t *attr = NULL;
+  int na = cx_node_ints(a->node, "axes", &attr);
+  return cx_reduce_keep_shape(a->node, xs, attr, na, keep);
 }
 
 static cx_status run_reduce(const cx_kernel_args *a, bool mean) {

@@ -9,15 +9,6 @@
 
 static int64_t numel(const cx_tensor *t) { return cx_shape_numel(&t->shape); }
 
-/* Element strides of a contiguous tensor. */
-static void contiguous_strides(const cx_shape *s, int64_t *st) {
-  int64_t acc = 1;
-  for (int d = s->ndim - 1; d >= 0; d--) {
-    st[d] = acc;
-    acc *= s->d[d];
-  }
-}
-
 /* memcpy with a constant size compiles to one move and keeps strict aliasing intact. */
 static void copy_row(char *dst, const char *src, int64_t n, int64_t stride, size_t es) {
   if (stride == 1) {
@@ -73,12 +64,8 @@ static cx_status run_dropout(const cx_kernel_args *a) {
 
 static cx_status run_transpose(const cx_kernel_args *a) {
   const cx_tensor *x = &a->in[0];
-  int r = x->shape.ndim;
-  const int64_t *p;
-  int k = cx_node_ints(a->node, "perm", &p);
-  int64_t xs[CX_MAX_DIMS], st[CX_MAX_DIMS];
-  contiguous_strides(&x->shape, xs);
-  for (int d = 0; d < r; d++) st[d] = xs[k ? p[d] : r - 1 - d];
+  int64_t st[CX_MAX_DIMS];
+  cx_transpose_view(a->node, &x->shape, st);
   gather(a->out[0].data, x->data, elem_size(x), &a->out[0].shape, st, 0);
   return CX_OK;
 }
@@ -95,23 +82,12 @@ static cx_status slice_plan(const cx_kernel_args *a, const cx_shape *x, cx_slice
   return cx_slice_plan_make(a->node, x, data, shapes, p);
 }
 
-/* Element strides and base offset in X of the sliced view. */
-static void slice_view(const cx_shape *x, const cx_slice_plan *p, int64_t *st, int64_t *base) {
-  int64_t xs[CX_MAX_DIMS];
-  contiguous_strides(x, xs);
-  *base = 0;
-  for (int d = 0; d < x->ndim; d++) {
-    st[d] = xs[d] * p->step[d];
-    *base += p->start[d] * xs[d];
-  }
-}
-
 static cx_status run_slice(const cx_kernel_args *a) {
   const cx_tensor *x = &a->in[0];
   cx_slice_plan p;
   CX_TRY(slice_plan(a, &x->shape, &p));
   int64_t st[CX_MAX_DIMS], base;
-  slice_view(&x->shape, &p, st, &base);
+  cx_slice_view(&x->shape, &p, st, &base);
   gather(a->out[0].data, x->data, elem_size(x), &a->out[0].shape, st, base);
   return CX_OK;
 }
@@ -122,7 +98,7 @@ static cx_status run_slice_grad(const cx_kernel_args *a) {
   cx_slice_plan p;
   CX_TRY(slice_plan(a, &dx->shape, &p));
   int64_t st[CX_MAX_DIMS], base;
-  slice_view(&dx->shape, &p, st, &base);
+  cx_slice_view(&dx->shape, &p, st, &base);
   float *o = cx_f32(dx);
   const float *g = cx_f32(dy);
   memset(o, 0, cx_tensor_nbytes(dx));
@@ -144,27 +120,16 @@ static cx_status run_slice_grad(const cx_kernel_args *a) {
 
 /* ---- Concat, Split, SplitGrad ---- */
 
-/* Sizes of a tensor around `axis`: outer (before it) and inner (after it) element counts. */
-static void around_axis(const cx_shape *s, int axis, int64_t *outer, int64_t *inner) {
-  *outer = *inner = 1;
-  for (int d = 0; d < s->ndim; d++) {
-    if (d < axis) *outer *= s->d[d];
-    if (d > axis) *inner *= s->d[d];
-  }
-}
-
 /* Copies part k (extent n along axis, at offset `at`) between the whole and one piece. */
 static void move_part(char *whole, char *piece, const cx_shape *ws, int axis, int64_t at,
                       int64_t n, size_t es, bool to_whole) {
-  int64_t outer, inner;
-  around_axis(ws, axis, &outer, &inner);
-  size_t chunk = (size_t)(n * inner) * es, wrow = (size_t)(ws->d[axis] * inner) * es;
+  cx_part_rows p = cx_part_rows_of(ws, axis, at, n, es);
 #pragma omp parallel for schedule(static)
-  for (int64_t o = 0; o < outer; o++) {
-    char *w = whole + (size_t)o * wrow + (size_t)(at * inner) * es;
-    if (!piece) memset(w, 0, chunk);
-    else if (to_whole) memcpy(w, piece + (size_t)o * chunk, chunk);
-    else memcpy(piece + (size_t)o * chunk, w, chunk);
+  for (int64_t o = 0; o < p.rows; o++) {
+    char *w = whole + (size_t)o * p.pitch + p.offset;
+    if (!piece) memset(w, 0, p.chunk);
+    else if (to_whole) memcpy(w, piece + (size_t)o * p.chunk, p.chunk);
+    else memcpy(piece + (size_t)o * p.chunk, w, p.chunk);
   }
 }
 
@@ -204,11 +169,8 @@ static cx_status run_split(const cx_kernel_args *a) {
 
 static cx_status run_expand(const cx_kernel_args *a) {
   const cx_tensor *x = &a->in[0], *y = &a->out[0];
-  int r = y->shape.ndim, lead = r - x->shape.ndim;
-  int64_t xs[CX_MAX_DIMS], st[CX_MAX_DIMS];
-  contiguous_strides(&x->shape, xs);
-  for (int d = 0; d < r; d++)
-    st[d] = d < lead || x->shape.d[d - lead] == 1 ? 0 : xs[d - lead];
+  int64_t st[CX_MAX_DIMS];
+  cx_expand_view(&x->shape, &y->shape, st);
   gather(y->data, x->data, elem_size(x), &y->shape, st, 0);
   return CX_OK;
 }
@@ -248,7 +210,7 @@ static cx_status run_pad(const cx_kernel_args *a) {
   int r = y->shape.ndim;
   if (r == 0) return run_copy(a);
   int64_t xs[CX_MAX_DIMS], inner = y->shape.d[r - 1], xin = x->shape.d[r - 1];
-  contiguous_strides(&x->shape, xs);
+  cx_contiguous_strides(&x->shape, xs);
   int64_t rows = inner ? numel(y) / inner : 0;
   const float *in = cx_f32(x);
   float *out = cx_f32(y);
@@ -279,7 +241,7 @@ static cx_status run_pad_grad(const cx_kernel_args *a) {
     return CX_OK;
   }
   int64_t xs[CX_MAX_DIMS], inner = dy->shape.d[r - 1], xin = dx->shape.d[r - 1];
-  contiguous_strides(&dx->shape, xs);
+  cx_contiguous_strides(&dx->shape, xs);
   int64_t rows = inner ? numel(dy) / inner : 0;
 #pragma omp parallel for schedule(static) if (p.mode == CX_PAD_CONSTANT)
   for (int64_t row = 0; row < rows; row++) {

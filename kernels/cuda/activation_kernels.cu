@@ -3,15 +3,9 @@
  * the switch folds away. */
 
 #include "activation_launch.h"
+#include "common.cuh"
 
 namespace {
-
-constexpr int THREADS = 256;
-
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + THREADS - 1) / THREADS;
-  return (unsigned)(b < (1 << 20) ? (b > 0 ? b : 1) : (1 << 20));
-}
 
 __device__ __forceinline__ float clampf(float v, float lo, float hi) {
   return v < lo ? lo : v > hi ? hi : v;

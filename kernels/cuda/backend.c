@@ -22,10 +22,7 @@ static const cx_kernel *find_kernel(const cx_backend *b, const cx_node *n, const
   (void)b;
   (void)in;
   (void)n_in;
-  for (size_t f = 0; f < sizeof families / sizeof *families; f++)
-    for (const cx_kernel *k = families[f]; k->op; k++)
-      if (strcmp(k->op, n->op->name) == 0) return !k->supports || k->supports(n) ? k : NULL;
-  return NULL;
+  return cx_kernel_lookup(families, sizeof families / sizeof *families, n);
 }
 
 cx_status cx_cuda_fail(const char *call, const char *why, const char *file, int line) {

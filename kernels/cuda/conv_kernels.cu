@@ -1,3 +1,4 @@
+#include "common.cuh"
 #include "conv_launch.h"
 
 namespace {
@@ -22,18 +23,13 @@ __global__ void crop2d(const float *xp, float *x, int64_t planes, int64_t h, int
   }
 }
 
-unsigned blocks_for(int64_t total) {
-  int64_t b = (total + 255) / 256;
-  return (unsigned)(b < (1 << 20) ? (b > 0 ? b : 1) : (1 << 20));
-}
-
 } // namespace
 
 extern "C" cudaError_t cx_cu_pad2d(const float *x, float *xp, int64_t planes, int64_t h,
                                    int64_t w, int64_t hp, int64_t wp, int64_t top, int64_t left,
                                    cudaStream_t s) {
   if (planes * hp * wp == 0) return cudaSuccess;
-  pad2d<<<blocks_for(planes * hp * wp), 256, 0, s>>>(x, xp, planes, h, w, hp, wp, top, left);
+  pad2d<<<blocks_for(planes * hp * wp), THREADS, 0, s>>>(x, xp, planes, h, w, hp, wp, top, left);
   return cudaGetLastError();
 }
 
@@ -41,6 +37,6 @@ extern "C" cudaError_t cx_cu_crop2d(const float *xp, float *x, int64_t planes, i
                                     int64_t w, int64_t hp, int64_t wp, int64_t top, int64_t left,
                                     cudaStream_t s) {
   if (planes * h * w == 0) return cudaSuccess;
-  crop2d<<<blocks_for(planes * h * w), 256, 0, s>>>(xp, x, planes, h, w, hp, wp, top, left);
+  crop2d<<<blocks_for(planes * h * w), THREADS, 0, s>>>(xp, x, planes, h, w, hp, wp, top, left);
   return cudaGetLastError();
 }

@@ -2,22 +2,16 @@
  * broadcast. Shapes are collapsed on the host (size-1 dims dropped, runs of dims that stay
  * contiguous for every operand merged) so the common cases index with one or two dims. */
 
+#include "common.cuh"
 #include "eltwise_launch.h"
 
 namespace {
-
-constexpr int MAXD = 8, THREADS = 256;
 
 /* Output dims and each operand's element strides (0 where it broadcasts). */
 struct bin_plan {
   int nd;
   int64_t d[MAXD], sa[MAXD], sb[MAXD];
 };
-
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + THREADS - 1) / THREADS;
-  return (unsigned)(b < (1 << 20) ? (b > 0 ? b : 1) : (1 << 20));
-}
 
 /* Element strides of an operand of rank k aligned right against rank nd, 0 on broadcast dims. */
 void operand_strides(const int64_t *yd, int nd, const int64_t *xd, int k, int64_t *st) {
@@ -101,22 +95,7 @@ void launch_binary(float *y, const float *a, const float *b, float scale, int64_
   else binary_bcast<OP><<<blocks_for(n), THREADS, 0, s>>>(y, a, b, scale, n, p);
 }
 
-/* ---- reduce-to ---- */
-
-/* Kept dims (the output, row-major) and reduced dims, each with x's element strides. */
-struct red_plan {
-  int nk, nr;
-  int64_t kd[MAXD], ks[MAXD], rd[MAXD], rs[MAXD];
-};
-
-__device__ __forceinline__ int64_t offset_of(int64_t i, int n, const int64_t *d, const int64_t *st) {
-  int64_t off = 0;
-  for (int k = n - 1; k >= 0; k--) {
-    off += i % d[k] * st[k];
-    i /= d[k];
-  }
-  return off;
-}
+/* ---- reduce-to (common.cuh's red_plan) ---- */
 
 /* few terms per output: one thread per output element */
 __global__ void reduce_thread(float *y, const float *x, int64_t m, int64_t r, float scale,
@@ -179,32 +158,13 @@ extern "C" cudaError_t cx_cu_reduce_to(float *y, const int64_t *keep, const floa
   }
   if (m == 0) return cudaSuccess;
   if (total == 0) return cudaMemsetAsync(y, 0, sizeof(float) * (size_t)m, s);
-  /* x's dims (size 1 dropped), runs of kept or of reduced dims merged; x is contiguous so any
-   * two neighbours merge */
-  red_plan p = {};
-  int64_t st = 1;
-  int prev = -1; /* 0 kept, 1 reduced: the kind of the dim just inside */
-  int64_t kd[MAXD], ks[MAXD], rd[MAXD], rs[MAXD];
-  int nk = 0, nr = 0;
-  for (int i = nd - 1; i >= 0; i--) {
-    if (xd[i] == 1) continue;
-    int red = keep[i] == 1;
-    if (red && prev == 1) rd[nr - 1] *= xd[i];
-    else if (!red && prev == 0) kd[nk - 1] *= xd[i];
-    else if (red) rd[nr] = xd[i], rs[nr++] = st;
-    else kd[nk] = xd[i], ks[nk++] = st;
-    prev = red;
-    st *= xd[i];
-  }
-  p.nk = nk, p.nr = nr;
-  for (int i = 0; i < nk; i++) p.kd[i] = kd[nk - 1 - i], p.ks[i] = ks[nk - 1 - i];
-  for (int i = 0; i < nr; i++) p.rd[i] = rd[nr - 1 - i], p.rs[i] = rs[nr - 1 - i];
+  red_plan p = make_red_plan(keep, xd, nd);
   int64_t r = total / m;
   if (r < 128) {
     reduce_thread<<<blocks_for(m), THREADS, 0, s>>>(y, x, m, r, scale, p);
   } else {
-    int64_t g = m < (1 << 20) ? m : (1 << 20);
-    reduce_block<<<(unsigned)g, THREADS, 0, s>>>(y, x, m, r, scale, p);
+    /* one block per output (m > 0 here) */
+    reduce_block<<<blocks_for(m, 1), THREADS, 0, s>>>(y, x, m, r, scale, p);
   }
   return cudaGetLastError();
 }

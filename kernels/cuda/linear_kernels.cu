@@ -1,3 +1,4 @@
+#include "common.cuh"
 #include "linear_launch.h"
 
 static __global__ void fill_c(float *y, const float *c, int64_t m, int64_t n, int64_t ci,
@@ -12,7 +13,6 @@ extern "C" cudaError_t cx_cu_gemm_fill_c(float *y, const float *c, int64_t m, in
                                          int64_t ci, int64_t cj, float scale, cudaStream_t s) {
   int64_t total = m * n;
   if (total <= 0) return cudaSuccess;
-  int64_t blocks = (total + 255) / 256;
-  fill_c<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, s>>>(y, c, m, n, ci, cj, scale);
+  fill_c<<<blocks_for(total, THREADS, 4096), THREADS, 0, s>>>(y, c, m, n, ci, cj, scale);
   return cudaGetLastError();
 }

@@ -3,12 +3,12 @@
  * shuffles combine them, so every lane holds the same result in a fixed order. */
 #include <math.h>
 
+#include "common.cuh"
 #include "loss_launch.h"
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
+constexpr int kWarps = THREADS / 32;
 
 __device__ __forceinline__ double warp_sum(double v) {
   for (int k = 16; k > 0; k >>= 1) v += __shfl_xor_sync(0xffffffffu, v, k);
@@ -30,32 +30,12 @@ __device__ double lse(const float *x, int64_t n, int64_t st, double scale) {
   return m + log(warp_sum(s));
 }
 
-/* Tree reduction over the block (kThreads) of one double; the result is in t[0]. */
-__device__ void block_sum(double *t, double v) {
-  t[threadIdx.x] = v;
-  __syncthreads();
-  for (int k = kThreads / 2; k > 0; k >>= 1) {
-    if ((int)threadIdx.x < k) t[threadIdx.x] += t[threadIdx.x + k];
-    __syncthreads();
-  }
-}
-
-/* The sum of part[0..n) in a fixed order, by one block; the result is in t[0]. */
-__device__ void fold(double *t, const double *part, int64_t n) {
-  double s = 0;
-  for (int64_t i = threadIdx.x; i < n; i += kThreads) s += part[i];
-  block_sum(t, s);
-}
-
 #define WARP_POSITIONS(p, n)                                                               \
   for (int64_t p = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5); p < (n);             \
        p += (int64_t)gridDim.x * kWarps)
 
-unsigned warp_blocks(int64_t positions) {
-  int64_t b = (positions + kWarps - 1) / kWarps;
-  if (b < 1) b = 1;
-  return (unsigned)(b < 65536 ? b : 65536);
-}
+/* blocks for one warp per position */
+unsigned warp_blocks(int64_t positions) { return blocks_for(positions, kWarps, GRID_CAP_64K); }
 
 __device__ __forceinline__ int64_t offset(int64_t p, int64_t c, int64_t inner) {
   return (p / inner) * c * inner + p % inner;
@@ -107,7 +87,7 @@ __global__ void sce_kernel(cx_sce_args s, float *loss, float *log_prob, double *
 }
 
 __global__ void sce_reduce(const double *part, int64_t positions, int mode, float *loss) {
-  __shared__ double t[kThreads];
+  __shared__ double t[THREADS];
   fold(t, part, positions);
   double total = t[0];
   __syncthreads();
@@ -119,9 +99,9 @@ __global__ void sce_reduce(const double *part, int64_t positions, int mode, floa
 
 /* the mean's divisor: the non-ignored positions' label weights */
 __global__ void sce_den(cx_sce_args s, double *den) {
-  __shared__ double t[kThreads];
+  __shared__ double t[THREADS];
   double d = 0;
-  for (int64_t p = threadIdx.x; p < s.positions; p += kThreads) {
+  for (int64_t p = threadIdx.x; p < s.positions; p += THREADS) {
     int64_t l = label_of(s, p);
     if (l >= 0) d += s.w ? s.w[l] : 1.0;
   }
@@ -174,7 +154,7 @@ __global__ void kd_kernel(const float *s, const float *t, int64_t positions, int
 
 __global__ void kd_reduce(const double *part, int64_t positions, int64_t n, double temp,
                           float *out) {
-  __shared__ double t[kThreads];
+  __shared__ double t[THREADS];
   fold(t, part, positions);
   if (threadIdx.x == 0) *out = n ? (float)(t[0] * temp * temp / (double)n) : 0.0f;
 }
@@ -200,30 +180,30 @@ extern "C" {
 
 void cx_cuda_sce(const cx_sce_args *s, float *loss, float *log_prob, double *part,
                  cudaStream_t st) {
-  sce_kernel<<<warp_blocks(s->positions), kThreads, 0, st>>>(*s, loss, log_prob, part);
+  sce_kernel<<<warp_blocks(s->positions), THREADS, 0, st>>>(*s, loss, log_prob, part);
   if (s->mode != CX_CUDA_RED_NONE)
-    sce_reduce<<<1, kThreads, 0, st>>>(part, s->positions, s->mode, loss);
+    sce_reduce<<<1, THREADS, 0, st>>>(part, s->positions, s->mode, loss);
 }
 
 void cx_cuda_sce_grad(const cx_sce_args *s, const float *dloss, float *dx, double *part,
                       cudaStream_t st) {
-  if (s->mode == CX_CUDA_RED_MEAN) sce_den<<<1, kThreads, 0, st>>>(*s, part);
-  sce_grad_kernel<<<warp_blocks(s->positions), kThreads, 0, st>>>(*s, dloss, part, dx);
+  if (s->mode == CX_CUDA_RED_MEAN) sce_den<<<1, THREADS, 0, st>>>(*s, part);
+  sce_grad_kernel<<<warp_blocks(s->positions), THREADS, 0, st>>>(*s, dloss, part, dx);
 }
 
 void cx_cuda_kd(const float *s, const float *t, int64_t n, int64_t c, int64_t inner, double temp,
                 float *out, double *part, cudaStream_t st) {
   int64_t positions = n * inner;
-  kd_kernel<<<warp_blocks(positions), kThreads, 0, st>>>(s, t, positions, c, inner, 1.0 / temp,
-                                                         part);
-  kd_reduce<<<1, kThreads, 0, st>>>(part, positions, n, temp, out);
+  kd_kernel<<<warp_blocks(positions), THREADS, 0, st>>>(s, t, positions, c, inner, 1.0 / temp,
+                                                        part);
+  kd_reduce<<<1, THREADS, 0, st>>>(part, positions, n, temp, out);
 }
 
 void cx_cuda_kd_grad(const float *dloss, const float *s, const float *t, int64_t n, int64_t c,
                      int64_t inner, double temp, float *dx, cudaStream_t st) {
   int64_t positions = n * inner;
-  kd_grad_kernel<<<warp_blocks(positions), kThreads, 0, st>>>(dloss, s, t, positions, n, c, inner,
-                                                              temp, dx);
+  kd_grad_kernel<<<warp_blocks(positions), THREADS, 0, st>>>(dloss, s, t, positions, n, c, inner,
+                                                             temp, dx);
 }
 
 }  // extern "C"

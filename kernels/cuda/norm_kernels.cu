@@ -2,25 +2,14 @@
  * for operation, with explicit _rn intrinsics where the CPU (C11, no contraction) does a separate
  * multiply and add: nvcc would fuse them, and the fused activation's gradient must recompute the
  * forward's normalised value bit for bit to decide which elements the clamp passed. */
+#include "common.cuh"
 #include "norm_launch.h"
 
 namespace {
 
-constexpr int kThreads = 256;
-
 /* Element j of channel c, the channel's elements numbered n-major over [0, N*S). */
 __device__ __forceinline__ int64_t at(const cx_bn_geom &g, int64_t c, int64_t j) {
   return (j / g.s) * g.c * g.s + c * g.s + j % g.s;
-}
-
-/* Tree reduction over the block (kThreads) of one double; the result is in t[0]. */
-__device__ void block_sum(double *t, double v) {
-  t[threadIdx.x] = v;
-  __syncthreads();
-  for (int k = kThreads / 2; k > 0; k >>= 1) {
-    if ((int)threadIdx.x < k) t[threadIdx.x] += t[threadIdx.x + k];
-    __syncthreads();
-  }
 }
 
 /* The range of channel elements block p of P covers. */
@@ -38,13 +27,13 @@ __device__ __forceinline__ float mean_of(const double *sum, int64_t c, double m)
 template <bool SQ>
 __global__ void partial_kernel(const float *__restrict__ x, const double *sum, double m_local,
                                const double *pooled_m, double *part, cx_bn_geom g) {
-  __shared__ double t[kThreads];
+  __shared__ double t[THREADS];
   int64_t c = blockIdx.x, j0, j1;
   chunk(g, &j0, &j1);
   float mean = 0;
   if (SQ) mean = mean_of(sum, c, pooled_m ? *pooled_m : m_local);
   double acc = 0;
-  for (int64_t j = j0 + threadIdx.x; j < j1; j += kThreads) {
+  for (int64_t j = j0 + threadIdx.x; j < j1; j += THREADS) {
     float v = x[at(g, c, j)];
     if (SQ) {
       float d = v - mean;
@@ -141,12 +130,12 @@ __global__ void grad_partial_kernel(const float *__restrict__ dy, const float *_
                                     const float *scale, const float *bias, const float *mean,
                                     const float *invstd, bool act, float lo, float hi,
                                     double *part, cx_bn_geom g) {
-  __shared__ double t[kThreads];
+  __shared__ double t[THREADS];
   int64_t c = blockIdx.x, j0, j1;
   chunk(g, &j0, &j1);
   float mc = mean[c], ic = invstd[c], sc = scale[c], bc = act ? bias[c] : 0.0f;
   double sdy = 0, sdyx = 0;
-  for (int64_t j = j0 + threadIdx.x; j < j1; j += kThreads) {
+  for (int64_t j = j0 + threadIdx.x; j < j1; j += THREADS) {
     int64_t i = at(g, c, j);
     float xv = x[i], d = masked_dy(dy[i], xv, sc, bc, mc, ic, act, lo, hi);
     sdy += d;
@@ -194,11 +183,8 @@ __global__ void grad_dx_kernel(const float *dy, const float *x, float *dx, const
   }
 }
 
-unsigned blocks_for(int64_t n, int threads) {
-  int64_t b = (n + threads - 1) / threads;
-  if (b < 1) b = 1;
-  return (unsigned)(b < 65536 ? b : 65536);
-}
+/* blocks of `threads` over n, at most 65536 of them */
+unsigned grid_of(int64_t n, int threads) { return blocks_for(n, threads, GRID_CAP_64K); }
 
 }  // namespace
 
@@ -207,21 +193,21 @@ extern "C" {
 void cx_cuda_bn_infer(const float *x, float *y, const float *scale, const float *bias,
                       const float *mean, const float *var, float eps, cx_bn_geom g,
                       cudaStream_t st) {
-  infer_kernel<<<blocks_for(g.n * g.c * g.s, kThreads), kThreads, 0, st>>>(x, y, scale, bias,
-                                                                           mean, var, eps, g);
+  infer_kernel<<<grid_of(g.n * g.c * g.s, THREADS), THREADS, 0, st>>>(x, y, scale, bias,
+                                                                      mean, var, eps, g);
 }
 
 void cx_cuda_bn_sum(const float *x, double *part, double *sum, cx_bn_geom g, cudaStream_t st) {
-  partial_kernel<false><<<dim3((unsigned)g.c, (unsigned)g.p), kThreads, 0, st>>>(
+  partial_kernel<false><<<dim3((unsigned)g.c, (unsigned)g.p), THREADS, 0, st>>>(
       x, nullptr, 0, nullptr, part, g);
-  fold_kernel<<<blocks_for(g.c, 128), 128, 0, st>>>(part, sum, g.c, g.p);
+  fold_kernel<<<grid_of(g.c, 128), 128, 0, st>>>(part, sum, g.c, g.p);
 }
 
 void cx_cuda_bn_sq_dev(const float *x, const double *sum, double *part, double *sq,
                        double m_local, const double *pooled_m, cx_bn_geom g, cudaStream_t st) {
-  partial_kernel<true><<<dim3((unsigned)g.c, (unsigned)g.p), kThreads, 0, st>>>(
+  partial_kernel<true><<<dim3((unsigned)g.c, (unsigned)g.p), THREADS, 0, st>>>(
       x, sum, m_local, pooled_m, part, g);
-  fold_kernel<<<blocks_for(g.c, 128), 128, 0, st>>>(part, sq, g.c, g.p);
+  fold_kernel<<<grid_of(g.c, 128), 128, 0, st>>>(part, sq, g.c, g.p);
 }
 
 void cx_cuda_bn_train_out(const float *x, float *y, const float *scale, const float *bias,
@@ -230,10 +216,10 @@ void cx_cuda_bn_train_out(const float *x, float *y, const float *scale, const fl
                           float *saved_mean, float *saved_invstd, float *run_mean,
                           float *run_var, bool act, float lo, float hi, cx_bn_geom g,
                           cudaStream_t st) {
-  finalize_kernel<<<blocks_for(g.c, 128), 128, 0, st>>>(sum, sq, m_local, pooled_m, eps,
-                                                        momentum, update, saved_mean,
-                                                        saved_invstd, run_mean, run_var, g.c);
-  apply_kernel<<<blocks_for(g.n * g.c * g.s, kThreads), kThreads, 0, st>>>(
+  finalize_kernel<<<grid_of(g.c, 128), 128, 0, st>>>(sum, sq, m_local, pooled_m, eps,
+                                                     momentum, update, saved_mean,
+                                                     saved_invstd, run_mean, run_var, g.c);
+  apply_kernel<<<grid_of(g.n * g.c * g.s, THREADS), THREADS, 0, st>>>(
       x, y, scale, bias, saved_mean, saved_invstd, act, lo, hi, g);
 }
 
@@ -241,17 +227,17 @@ void cx_cuda_bn_grad_sums(const float *dy, const float *x, const float *scale,
                           const float *bias, const float *mean, const float *invstd, bool act,
                           float lo, float hi, double *part, double *sums, float *dscale,
                           float *dbias, cx_bn_geom g, cudaStream_t st) {
-  grad_partial_kernel<<<dim3((unsigned)g.c, (unsigned)g.p), kThreads, 0, st>>>(
+  grad_partial_kernel<<<dim3((unsigned)g.c, (unsigned)g.p), THREADS, 0, st>>>(
       dy, x, scale, bias, mean, invstd, act, lo, hi, part, g);
-  grad_fold_kernel<<<blocks_for(g.c, 128), 128, 0, st>>>(part, sums, invstd, dscale, dbias, g.c,
-                                                         g.p);
+  grad_fold_kernel<<<grid_of(g.c, 128), 128, 0, st>>>(part, sums, invstd, dscale, dbias, g.c,
+                                                      g.p);
 }
 
 void cx_cuda_bn_grad_dx(const float *dy, const float *x, float *dx, const float *scale,
                         const float *bias, const float *mean, const float *invstd, bool act,
                         float lo, float hi, const double *sums, double m_local,
                         const double *pooled_m, cx_bn_geom g, cudaStream_t st) {
-  grad_dx_kernel<<<blocks_for(g.n * g.c * g.s, kThreads), kThreads, 0, st>>>(
+  grad_dx_kernel<<<grid_of(g.n * g.c * g.s, THREADS), THREADS, 0, st>>>(
       dy, x, dx, scale, bias, mean, invstd, act, lo, hi, sums, m_local, pooled_m, g);
 }
 

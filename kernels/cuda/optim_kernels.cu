@@ -3,11 +3,11 @@
  * -ffp-contract), so the _rn intrinsics here keep nvcc from doing so: the updates then give the
  * CPU's bits, and a GPU training run follows the CPU's closely. Per-tensor coefficients that
  * depend on the device scalars (lr, step) are computed once per block, in double as the CPU. */
+#include "common.cuh"
 #include "optim_launch.h"
 
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int kMaxParts = 1024;
 constexpr int kPerThread = 8; /* elements per thread before another partial block is worth it */
 
@@ -15,32 +15,8 @@ __device__ __forceinline__ float mul(float a, float b) { return __fmul_rn(a, b);
 __device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ float sub(float a, float b) { return __fsub_rn(a, b); }
 
-#define GRID_STRIDE(i, n)                                                                    \
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                  \
-       i += (int64_t)gridDim.x * blockDim.x)
-
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  if (b < 1) b = 1;
-  return (unsigned)(b < 65536 ? b : 65536);
-}
-
-/* Tree reduction over the block (kThreads) of one double; the result is in t[0]. */
-__device__ void block_sum(double *t, double v) {
-  t[threadIdx.x] = v;
-  __syncthreads();
-  for (int k = kThreads / 2; k > 0; k >>= 1) {
-    if ((int)threadIdx.x < k) t[threadIdx.x] += t[threadIdx.x + k];
-    __syncthreads();
-  }
-}
-
-/* The sum of part[0..p) in a fixed order, by one block; the result is in t[0]. */
-__device__ void fold(double *t, const double *part, int p) {
-  double s = 0;
-  for (int i = threadIdx.x; i < p; i += kThreads) s += part[i];
-  block_sum(t, s);
-}
+/* grid-stride kernels: blocks of THREADS, at most 65536 of them */
+unsigned grid_of(int64_t n) { return blocks_for(n, THREADS, GRID_CAP_64K); }
 
 __global__ void sgd_plain(float *w, const float *g, int64_t n, const float *lr_p, float wd) {
   const float lr = *lr_p;
@@ -118,7 +94,7 @@ __global__ void lamb_moments(const float *w, const float *g, float *m, float *v,
                              const int64_t *t_p, float wd, float beta1, float beta2, float eps,
                              double *part) {
   __shared__ lamb_coef k;
-  __shared__ double t[kThreads];
+  __shared__ double t[THREADS];
   if (threadIdx.x == 0) lamb_coefs(&k, t_p, wd, beta1, beta2, eps);
   __syncthreads();
   double w2 = 0, u2 = 0;
@@ -142,7 +118,7 @@ __global__ void lamb_moments(const float *w, const float *g, float *m, float *v,
 /* one block: the trust ratio, and the step lr * ratio into part[2 * parts] */
 __global__ void lamb_ratio(double *part, int parts, const float *lr_p, float wd,
                            bool always_adapt) {
-  __shared__ double t[kThreads];
+  __shared__ double t[THREADS];
   fold(t, part, parts);
   double w2 = t[0];
   __syncthreads();
@@ -171,7 +147,7 @@ __global__ void ema_kernel(float *avg, const float *x, int64_t n, const float *d
 }
 
 __global__ void sq_partial(const float *x, int64_t n, double *part) {
-  __shared__ double t[kThreads];
+  __shared__ double t[THREADS];
   double s = 0;
   GRID_STRIDE(i, n) { s += (double)x[i] * x[i]; }
   block_sum(t, s);
@@ -179,7 +155,7 @@ __global__ void sq_partial(const float *x, int64_t n, double *part) {
 }
 
 __global__ void sq_fold(const double *part, int parts, double *out) {
-  __shared__ double t[kThreads];
+  __shared__ double t[THREADS];
   fold(t, part, parts);
   if (threadIdx.x == 0) *out = t[0];
 }
@@ -197,44 +173,43 @@ __global__ void finite_kernel(const float *x, int64_t n, bool *out) {
 extern "C" {
 
 int cx_cuda_optim_parts(int64_t n) {
-  int64_t b = (n + (int64_t)kThreads * kPerThread - 1) / ((int64_t)kThreads * kPerThread);
-  return (int)(b < 1 ? 1 : b > kMaxParts ? kMaxParts : b);
+  return (int)blocks_for(n, THREADS * kPerThread, kMaxParts);
 }
 
 void cx_cuda_sgd(float *w, const float *g, float *m, int64_t n, const float *lr, float wd,
                  float mu, bool nesterov, cudaStream_t st) {
-  if (!m) sgd_plain<<<blocks_for(n), kThreads, 0, st>>>(w, g, n, lr, wd);
-  else sgd_momentum<<<blocks_for(n), kThreads, 0, st>>>(w, g, m, n, lr, wd, mu, nesterov);
+  if (!m) sgd_plain<<<grid_of(n), THREADS, 0, st>>>(w, g, n, lr, wd);
+  else sgd_momentum<<<grid_of(n), THREADS, 0, st>>>(w, g, m, n, lr, wd, mu, nesterov);
 }
 
 void cx_cuda_adamw(float *w, const float *g, float *m, float *v, int64_t n, const float *lr,
                    const int64_t *t, float wd, float beta1, float beta2, float eps,
                    cudaStream_t st) {
-  adamw_kernel<<<blocks_for(n), kThreads, 0, st>>>(w, g, m, v, n, lr, t, wd, beta1, beta2, eps);
+  adamw_kernel<<<grid_of(n), THREADS, 0, st>>>(w, g, m, v, n, lr, t, wd, beta1, beta2, eps);
 }
 
 void cx_cuda_lamb(float *w, const float *g, float *m, float *v, int64_t n, const float *lr,
                   const int64_t *t, float wd, float beta1, float beta2, float eps,
                   bool always_adapt, double *part, cudaStream_t st) {
   int parts = cx_cuda_optim_parts(n);
-  lamb_moments<<<parts, kThreads, 0, st>>>(w, g, m, v, n, t, wd, beta1, beta2, eps, part);
-  lamb_ratio<<<1, kThreads, 0, st>>>(part, parts, lr, wd, always_adapt);
-  lamb_apply<<<blocks_for(n), kThreads, 0, st>>>(w, m, v, n, t, wd, beta1, beta2, eps,
-                                                 part + 2 * parts);
+  lamb_moments<<<parts, THREADS, 0, st>>>(w, g, m, v, n, t, wd, beta1, beta2, eps, part);
+  lamb_ratio<<<1, THREADS, 0, st>>>(part, parts, lr, wd, always_adapt);
+  lamb_apply<<<grid_of(n), THREADS, 0, st>>>(w, m, v, n, t, wd, beta1, beta2, eps,
+                                             part + 2 * parts);
 }
 
 void cx_cuda_ema(float *avg, const float *x, int64_t n, const float *decay, cudaStream_t st) {
-  ema_kernel<<<blocks_for(n), kThreads, 0, st>>>(avg, x, n, decay);
+  ema_kernel<<<grid_of(n), THREADS, 0, st>>>(avg, x, n, decay);
 }
 
 void cx_cuda_sq_norm(const float *x, int64_t n, double *out, double *part, cudaStream_t st) {
   int parts = cx_cuda_optim_parts(n);
-  sq_partial<<<parts, kThreads, 0, st>>>(x, n, part);
-  sq_fold<<<1, kThreads, 0, st>>>(part, parts, out);
+  sq_partial<<<parts, THREADS, 0, st>>>(x, n, part);
+  sq_fold<<<1, THREADS, 0, st>>>(part, parts, out);
 }
 
 void cx_cuda_all_finite(const float *x, int64_t n, bool *out, cudaStream_t st) {
-  finite_kernel<<<blocks_for(n), kThreads, 0, st>>>(x, n, out);
+  finite_kernel<<<grid_of(n), THREADS, 0, st>>>(x, n, out);
 }
 
 }  // extern "C"

@@ -23,17 +23,7 @@ static cx_status geom_prepare(const cx_kernel_args *a, const cx_shape *x, void *
   CX_TRY(cx_pool_geometry(a->node, x, &pg));
   cx_cu_pool_geom *g = calloc(1, sizeof *g);
   if (!g) return cx_fail(CX_ERR_NOMEM, "node '%s': out of memory", a->node->name);
-  int lead = 3 - pg.nsp;
-  for (int i = 0; i < 3; i++) {
-    int j = i - lead;
-    g->in[i] = j >= 0 ? pg.in[j] : 1;
-    g->out[i] = j >= 0 ? pg.out[j] : 1;
-    g->k[i] = j >= 0 ? pg.k[j] : 1;
-    g->s[i] = j >= 0 ? pg.s[j] : 1;
-    g->d[i] = j >= 0 ? pg.d[j] : 1;
-    g->pb[i] = j >= 0 ? pg.pad_b[j] : 0;
-    g->pe[i] = j >= 0 ? pg.pad_e[j] : 0;
-  }
+  cx_pool_geom_3d(&pg, g->in, g->out, g->k, g->s, g->d, g->pb, g->pe);
   g->planes = x->d[0] * x->d[1];
   g->include_pad = cx_node_int(a->node, "count_include_pad", 0) != 0;
   *state = g;

@@ -5,6 +5,7 @@
  * input). */
 #include <math.h>
 
+#include "common.cuh"
 #include "pool_launch.h"
 
 namespace {
@@ -39,10 +40,6 @@ __device__ int64_t tap_offset(const cx_cu_pool_geom &g, const taps *t, int64_t a
   return ((t[0].first + a * g.d[0]) * g.in[1] + t[1].first + b * g.d[1]) * g.in[2] + t[2].first +
          c * g.d[2];
 }
-
-#define GRID_STRIDE(i, total)                                                                      \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (total);                   \
-       i += (int64_t)gridDim.x * blockDim.x)
 
 __global__ void max_pool(cx_cu_pool_geom g, const float *x, float *y) {
   int64_t op = g.out[0] * g.out[1] * g.out[2], ip = g.in[0] * g.in[1] * g.in[2];
@@ -148,11 +145,6 @@ __global__ void global_avg_pool_grad(const float *dy, float *dx, int64_t planes,
   GRID_STRIDE(i, planes * size) dx[i] = dy[i / size] / (float)size;
 }
 
-unsigned blocks_for(int64_t total) {
-  int64_t b = (total + 255) / 256;
-  return (unsigned)(b < (1 << 20) ? (b > 0 ? b : 1) : (1 << 20));
-}
-
 int64_t out_elems(const cx_cu_pool_geom *g) {
   return g->planes * g->out[0] * g->out[1] * g->out[2];
 }
@@ -164,7 +156,7 @@ int64_t in_elems(const cx_cu_pool_geom *g) { return g->planes * g->in[0] * g->in
 extern "C" cudaError_t cx_cu_max_pool(const cx_cu_pool_geom *g, const float *x, float *y,
                                       cudaStream_t s) {
   if (out_elems(g) == 0) return cudaSuccess;
-  max_pool<<<blocks_for(out_elems(g)), 256, 0, s>>>(*g, x, y);
+  max_pool<<<blocks_for(out_elems(g)), THREADS, 0, s>>>(*g, x, y);
   return cudaGetLastError();
 }
 
@@ -173,28 +165,28 @@ extern "C" cudaError_t cx_cu_max_pool_grad(const cx_cu_pool_geom *g, const float
   if (in_elems(g) == 0) return cudaSuccess;
   cudaError_t e = cudaMemsetAsync(dx, 0, sizeof(float) * (size_t)in_elems(g), s);
   if (e != cudaSuccess || out_elems(g) == 0) return e;
-  max_pool_grad<<<blocks_for(out_elems(g)), 256, 0, s>>>(*g, x, dy, dx);
+  max_pool_grad<<<blocks_for(out_elems(g)), THREADS, 0, s>>>(*g, x, dy, dx);
   return cudaGetLastError();
 }
 
 extern "C" cudaError_t cx_cu_avg_pool(const cx_cu_pool_geom *g, const float *x, float *y,
                                       cudaStream_t s) {
   if (out_elems(g) == 0) return cudaSuccess;
-  avg_pool<<<blocks_for(out_elems(g)), 256, 0, s>>>(*g, x, y);
+  avg_pool<<<blocks_for(out_elems(g)), THREADS, 0, s>>>(*g, x, y);
   return cudaGetLastError();
 }
 
 extern "C" cudaError_t cx_cu_avg_pool_grad(const cx_cu_pool_geom *g, const float *dy, float *dx,
                                            cudaStream_t s) {
   if (in_elems(g) == 0) return cudaSuccess;
-  avg_pool_grad<<<blocks_for(in_elems(g)), 256, 0, s>>>(*g, dy, dx);
+  avg_pool_grad<<<blocks_for(in_elems(g)), THREADS, 0, s>>>(*g, dy, dx);
   return cudaGetLastError();
 }
 
 extern "C" cudaError_t cx_cu_global_avg_pool(const float *x, float *y, int64_t planes,
                                              int64_t size, cudaStream_t s) {
   if (planes == 0) return cudaSuccess;
-  unsigned grid = (unsigned)(planes < 65535 ? planes : 65535);
+  unsigned grid = blocks_for(planes, 1, 65535); /* a block a plane */
   global_avg_pool<<<grid, kReduceThreads, 0, s>>>(x, y, planes, size);
   return cudaGetLastError();
 }
@@ -202,6 +194,6 @@ extern "C" cudaError_t cx_cu_global_avg_pool(const float *x, float *y, int64_t p
 extern "C" cudaError_t cx_cu_global_avg_pool_grad(const float *dy, float *dx, int64_t planes,
                                                   int64_t size, cudaStream_t s) {
   if (planes * size == 0) return cudaSuccess;
-  global_avg_pool_grad<<<blocks_for(planes * size), 256, 0, s>>>(dy, dx, planes, size);
+  global_avg_pool_grad<<<blocks_for(planes * size), THREADS, 0, s>>>(dy, dx, planes, size);
   return cudaGetLastError();
 }

@@ -9,7 +9,6 @@
  *   ReduceMaxGrad (dY, X, Y) -> dX              dY shared equally among each group's maxima */
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "../../core/op.h"
 #include "../../core/ops/eltwise.h"
@@ -25,27 +24,20 @@ static void keep_release(void *p) { free(p); }
  * axes attribute (kernels/cpu/reduce.c's reduce_keep). */
 static cx_status keep_prepare(const cx_kernel_args *a, const cx_shape *xs, bool from_input,
                               void **state, cx_shape **keep_out) {
-  int64_t axes[CX_MAX_DIMS];
-  int na = 0;
+  const int64_t *axes = NULL;
+  int64_t na = 0;
   if (from_input && a->n_in > 1 && a->node->in[1] >= 0) {
-    na = (int)cx_shape_numel(&a->in[1].shape);
-    if (na > CX_MAX_DIMS)
-      return cx_fail(CX_ERR_SHAPE, "node '%s': %d axes given", a->node->name, na);
-    const void *v = cx_kernel_const_input(a, 1);
-    if (!v && na > 0)
+    na = cx_shape_numel(&a->in[1].shape);
+    axes = cx_kernel_const_input(a, 1);
+    if (!axes && na > 0)
       return cx_fail(CX_ERR_UNSUPPORTED, "%s: the CUDA backend needs constant axes (node '%s')",
                      a->node->op->name, a->node->name);
-    if (na) memcpy(axes, v, sizeof(int64_t) * (size_t)na);
   } else {
-    const int64_t *attr = NULL;
-    na = cx_node_ints(a->node, "axes", &attr);
-    if (na > CX_MAX_DIMS)
-      return cx_fail(CX_ERR_SHAPE, "node '%s': %d axes given", a->node->name, na);
-    if (na) memcpy(axes, attr, sizeof(int64_t) * (size_t)na);
+    na = cx_node_ints(a->node, "axes", &axes);
   }
-  cx_shape *keep = malloc(sizeof *keep), out;
+  cx_shape *keep = malloc(sizeof *keep);
   if (!keep) return cx_fail(CX_ERR_NOMEM, "node '%s': out of memory", a->node->name);
-  cx_status s = cx_reduce_shapes(a->node, xs, axes, na, keep, &out, NULL);
+  cx_status s = cx_reduce_keep_shape(a->node, xs, axes, na, keep);
   if (s != CX_OK) {
     free(keep);
     return s;

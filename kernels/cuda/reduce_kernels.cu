@@ -7,54 +7,21 @@
 
 #include <math.h>
 
+#include "common.cuh"
 #include "reduce_launch.h"
 
 namespace {
 
-constexpr int MAXD = 8, THREADS = 256, BLOCK_MIN = 128;
+constexpr int BLOCK_MIN = 128;
 
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + THREADS - 1) / THREADS;
-  return (unsigned)(b < (1 << 20) ? (b > 0 ? b : 1) : (1 << 20));
-}
-
-/* Kept dims (the output, row-major) and reduced dims, each with x's element strides. */
-struct red_plan {
-  int nk, nr;
-  int64_t kd[MAXD], ks[MAXD], rd[MAXD], rs[MAXD];
-};
-
-/* m: groups (elements of keep); r: elements per group */
+/* common.cuh's red_plan; m: groups (elements of keep); r: elements per group */
 red_plan make_plan(const int64_t *keep, const int64_t *xd, int nd, int64_t *m, int64_t *r) {
-  red_plan p = {};
-  int64_t st = 1, kd[MAXD], ks[MAXD], rd[MAXD], rs[MAXD];
-  int nk = 0, nr = 0, prev = -1; /* 0 kept, 1 reduced: the kind of the dim just inside */
   *m = *r = 1;
   for (int i = nd - 1; i >= 0; i--) {
-    int red = keep[i] == 1 && xd[i] != 1;
-    if (red) *r *= xd[i];
+    if (keep[i] == 1 && xd[i] != 1) *r *= xd[i];
     else *m *= xd[i];
-    if (xd[i] == 1) continue;
-    if (red && prev == 1) rd[nr - 1] *= xd[i];
-    else if (!red && prev == 0) kd[nk - 1] *= xd[i];
-    else if (red) rd[nr] = xd[i], rs[nr++] = st;
-    else kd[nk] = xd[i], ks[nk++] = st;
-    prev = red;
-    st *= xd[i];
   }
-  p.nk = nk, p.nr = nr;
-  for (int i = 0; i < nk; i++) p.kd[i] = kd[nk - 1 - i], p.ks[i] = ks[nk - 1 - i];
-  for (int i = 0; i < nr; i++) p.rd[i] = rd[nr - 1 - i], p.rs[i] = rs[nr - 1 - i];
-  return p;
-}
-
-__device__ __forceinline__ int64_t offset_of(int64_t i, int n, const int64_t *d, const int64_t *st) {
-  int64_t off = 0;
-  for (int k = n - 1; k >= 0; k--) {
-    off += i % d[k] * st[k];
-    i /= d[k];
-  }
-  return off;
+  return make_red_plan(keep, xd, nd);
 }
 
 /* A partial maximum: its value and the group position it came from. */
@@ -178,8 +145,7 @@ extern "C" cudaError_t cx_cu_reduce_max(float *y, const int64_t *keep, const flo
   if (r < BLOCK_MIN) {
     max_thread<<<blocks_for(m), THREADS, 0, s>>>(y, x, m, r, p);
   } else {
-    int64_t g = m < (1 << 20) ? m : (1 << 20);
-    max_block<<<(unsigned)g, THREADS, 0, s>>>(y, x, m, r, p);
+    max_block<<<blocks_for(m, 1), THREADS, 0, s>>>(y, x, m, r, p); /* a block a group */
   }
   return cudaGetLastError();
 }
@@ -196,8 +162,7 @@ extern "C" cudaError_t cx_cu_reduce_max_grad(float *dx, const float *dy, const f
   if (r < BLOCK_MIN) {
     count_thread<<<blocks_for(m), THREADS, 0, s>>>(count, x, y, m, r, p);
   } else {
-    int64_t g = m < (1 << 20) ? m : (1 << 20);
-    count_block<<<(unsigned)g, THREADS, 0, s>>>(count, x, y, m, r, p);
+    count_block<<<blocks_for(m, 1), THREADS, 0, s>>>(count, x, y, m, r, p); /* a block a group */
   }
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;

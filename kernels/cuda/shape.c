@@ -3,21 +3,13 @@
  * SplitGrad, one gather kernel for Transpose and Expand (and Slice: kernels/cuda/slice.c). */
 
 #include "../../core/op.h"
+#include "../../core/ops/shape.h"
 #include "cuda.h"
 #include "shape_launch.h"
 
 static cudaStream_t stream_of(const cx_kernel_args *a) { return cx_cuda_stream(a->stream)->s; }
 
 static size_t elem_size(const cx_tensor *t) { return cx_dtype_size(t->dtype); }
-
-/* Element strides of a contiguous tensor. */
-static void contiguous_strides(const cx_shape *s, int64_t *st) {
-  int64_t acc = 1;
-  for (int d = s->ndim - 1; d >= 0; d--) {
-    st[d] = acc;
-    acc *= s->d[d];
-  }
-}
 
 /* ---- Flatten, Reshape, Identity: the bytes as they are (nothing when the planner gave the
  * output the input's buffer) ---- */
@@ -34,12 +26,8 @@ static cx_status run_copy(const cx_kernel_args *a) {
 
 static cx_status run_transpose(const cx_kernel_args *a) {
   const cx_tensor *x = &a->in[0];
-  int r = x->shape.ndim;
-  const int64_t *p;
-  int k = cx_node_ints(a->node, "perm", &p); /* a permutation of 0..r-1 (infer checks) */
-  int64_t xs[CX_MAX_DIMS], st[CX_MAX_DIMS];
-  contiguous_strides(&x->shape, xs);
-  for (int d = 0; d < r; d++) st[d] = xs[k ? p[d] : r - 1 - d];
+  int64_t st[CX_MAX_DIMS];
+  cx_transpose_view(a->node, &x->shape, st);
   const cx_shape *ys = &a->out[0].shape;
   CX_CUDA(cx_cu_gather(a->out[0].data, x->data, elem_size(x), ys->ndim, ys->d, st, 0,
                        stream_of(a)));
@@ -49,44 +37,33 @@ static cx_status run_transpose(const cx_kernel_args *a) {
 /* X broadcast to Y's shape, numpy style (Y's shape came from the shape input at compile time) */
 static cx_status run_expand(const cx_kernel_args *a) {
   const cx_tensor *x = &a->in[0], *y = &a->out[0];
-  int r = y->shape.ndim, lead = r - x->shape.ndim;
-  int64_t xs[CX_MAX_DIMS], st[CX_MAX_DIMS];
-  contiguous_strides(&x->shape, xs);
-  for (int d = 0; d < r; d++)
-    st[d] = d < lead || x->shape.d[d - lead] == 1 ? 0 : xs[d - lead];
-  CX_CUDA(cx_cu_gather(y->data, x->data, elem_size(x), r, y->shape.d, st, 0, stream_of(a)));
+  int64_t st[CX_MAX_DIMS];
+  cx_expand_view(&x->shape, &y->shape, st);
+  CX_CUDA(cx_cu_gather(y->data, x->data, elem_size(x), y->shape.ndim, y->shape.d, st, 0,
+                       stream_of(a)));
   return CX_OK;
 }
 
 /* ---- Concat, Split, SplitGrad ---- */
 
-static void around_axis(const cx_shape *s, int axis, int64_t *outer, int64_t *inner) {
-  *outer = *inner = 1;
-  for (int d = 0; d < s->ndim; d++) {
-    if (d < axis) *outer *= s->d[d];
-    if (d > axis) *inner *= s->d[d];
-  }
-}
-
 /* Copies a part (extent n along axis, at offset `at`) between the whole and one piece, as rows of
  * a 2-D copy; a NULL piece is zeros in the whole (SplitGrad's missing gradients). */
 static cx_status move_part(char *whole, char *piece, const cx_shape *ws, int axis, int64_t at,
                            int64_t n, size_t es, bool to_whole, cudaStream_t s) {
-  int64_t outer, inner;
-  around_axis(ws, axis, &outer, &inner);
-  size_t chunk = (size_t)(n * inner) * es, wrow = (size_t)(ws->d[axis] * inner) * es;
-  char *w = whole + (size_t)(at * inner) * es;
-  if (!chunk || !outer) return CX_OK;
+  cx_part_rows p = cx_part_rows_of(ws, axis, at, n, es);
+  char *w = whole + p.offset;
+  size_t rows = (size_t)p.rows;
+  if (!p.chunk || !rows) return CX_OK;
   if (!piece) {
-    CX_CUDA(cudaMemset2DAsync(w, wrow, 0, chunk, (size_t)outer, s));
-  } else if (outer == 1) { /* one row: no pitch, so no limit on its size */
-    CX_CUDA(cudaMemcpyAsync(to_whole ? w : piece, to_whole ? piece : w, chunk,
+    CX_CUDA(cudaMemset2DAsync(w, p.pitch, 0, p.chunk, rows, s));
+  } else if (rows == 1) { /* one row: no pitch, so no limit on its size */
+    CX_CUDA(cudaMemcpyAsync(to_whole ? w : piece, to_whole ? piece : w, p.chunk,
                             cudaMemcpyDeviceToDevice, s));
   } else if (to_whole) {
-    CX_CUDA(cudaMemcpy2DAsync(w, wrow, piece, chunk, chunk, (size_t)outer,
+    CX_CUDA(cudaMemcpy2DAsync(w, p.pitch, piece, p.chunk, p.chunk, rows,
                               cudaMemcpyDeviceToDevice, s));
   } else {
-    CX_CUDA(cudaMemcpy2DAsync(piece, chunk, w, wrow, chunk, (size_t)outer,
+    CX_CUDA(cudaMemcpy2DAsync(piece, p.chunk, w, p.pitch, p.chunk, rows,
                               cudaMemcpyDeviceToDevice, s));
   }
   return CX_OK;

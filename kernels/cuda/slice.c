@@ -22,15 +22,6 @@ static cudaStream_t stream_of(const cx_kernel_args *a) { return cx_cuda_stream(a
 
 static void plan_release(void *p) { free(p); }
 
-/* Element strides of a contiguous tensor. */
-static void contiguous_strides(const cx_shape *s, int64_t *st) {
-  int64_t acc = 1;
-  for (int d = s->ndim - 1; d >= 0; d--) {
-    st[d] = acc;
-    acc *= s->d[d];
-  }
-}
-
 /* The host copies of the node's list inputs 1..n-1 that `what` names (NULL: not needed here), as
  * core's plan makers take them; an omitted input stays NULL, a computed one is refused. */
 static cx_status const_lists(const cx_kernel_args *a, int n, const char *const *what,
@@ -83,21 +74,10 @@ static cx_status prepare_slice_grad(const cx_kernel_args *a, void **state, size_
   return slice_prepare(a, &a->out[0].shape, state, scratch);
 }
 
-/* Element strides and base offset in X of the sliced view (kernels/cpu/shape.c's slice_view). */
-static void slice_view(const cx_shape *x, const cx_slice_plan *p, int64_t *st, int64_t *base) {
-  int64_t xs[CX_MAX_DIMS];
-  contiguous_strides(x, xs);
-  *base = 0;
-  for (int d = 0; d < x->ndim; d++) {
-    st[d] = xs[d] * p->step[d];
-    *base += p->start[d] * xs[d];
-  }
-}
-
 static cx_status run_slice(const cx_kernel_args *a) {
   const cx_tensor *x = &a->in[0], *y = &a->out[0];
   int64_t st[CX_MAX_DIMS], base;
-  slice_view(&x->shape, a->state, st, &base);
+  cx_slice_view(&x->shape, a->state, st, &base);
   CX_CUDA(cx_cu_gather(y->data, x->data, cx_dtype_size(x->dtype), y->shape.ndim, y->shape.d, st,
                        base, stream_of(a)));
   return CX_OK;
@@ -107,7 +87,7 @@ static cx_status run_slice(const cx_kernel_args *a) {
 static cx_status run_slice_grad(const cx_kernel_args *a) {
   const cx_tensor *dy = &a->in[0], *dx = &a->out[0];
   int64_t st[CX_MAX_DIMS], base;
-  slice_view(&dx->shape, a->state, st, &base);
+  cx_slice_view(&dx->shape, a->state, st, &base);
   size_t bytes = cx_tensor_nbytes(dx);
   if (bytes) CX_CUDA(cudaMemsetAsync(dx->data, 0, bytes, stream_of(a)));
   CX_CUDA(cx_cu_scatter(dx->data, dy->data, cx_dtype_size(dx->dtype), dy->shape.ndim, dy->shape.d,

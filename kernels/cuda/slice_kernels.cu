@@ -1,37 +1,11 @@
-/* Device code of the slice / pad family: a strided scatter (SliceGrad), Pad, and its adjoint
- * PadGrad, which gathers for each dX element the dY elements that read it, in dY's order, so the
- * sums round as the CPU kernel's (which adds dY row by row into a zeroed dX). */
+/* Device code of the slice / pad family: a strided scatter (SliceGrad, common.cuh's walk), Pad,
+ * and its adjoint PadGrad, which gathers for each dX element the dY elements that read it, in dY's
+ * order, so the sums round as the CPU kernel's (which adds dY row by row into a zeroed dX). */
 
+#include "common.cuh"
 #include "slice_launch.h"
 
 namespace {
-
-constexpr int MAXD = 8, THREADS = 256;
-
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + THREADS - 1) / THREADS;
-  return (unsigned)(b < (1 << 20) ? (b > 0 ? b : 1) : (1 << 20));
-}
-
-/* ---- scatter ---- */
-
-struct scatter_plan {
-  int nd;
-  int64_t d[MAXD], st[MAXD];
-};
-
-template <typename T>
-__global__ void scatter_kernel(T *out, const T *in, int64_t n, int64_t base, scatter_plan p) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t r = i, off = base;
-    for (int k = p.nd - 1; k >= 0; k--) {
-      off += r % p.d[k] * p.st[k];
-      r /= p.d[k];
-    }
-    out[off] = in[i];
-  }
-}
 
 /* ---- pad ---- */
 
@@ -159,32 +133,10 @@ extern "C" cudaError_t cx_cu_scatter(void *out, const void *in, size_t es, int n
                                      const int64_t *dims, const int64_t *stride, int64_t base,
                                      cudaStream_t s) {
   if (nd > MAXD) return cudaErrorInvalidValue;
-  /* size-1 dims dropped and a dim merged into the one inside it where the stride carries on */
-  int64_t d[MAXD], st[MAXD], n = 1;
-  int k = 0;
-  for (int i = nd - 1; i >= 0; i--) {
-    n *= dims[i];
-    if (dims[i] == 1) continue;
-    if (k > 0 && stride[i] == st[k - 1] * d[k - 1]) {
-      d[k - 1] *= dims[i];
-      continue;
-    }
-    d[k] = dims[i], st[k] = stride[i];
-    k++;
-  }
+  int64_t n;
+  walk_plan p = make_walk_plan(nd, dims, stride, &n);
   if (n == 0) return cudaSuccess;
-  scatter_plan p = {};
-  p.nd = k;
-  for (int i = 0; i < k; i++) p.d[i] = d[k - 1 - i], p.st[i] = st[k - 1 - i];
-  unsigned g = blocks_for(n);
-  switch (es) {
-  case 1: scatter_kernel<<<g, THREADS, 0, s>>>((uint8_t *)out, (const uint8_t *)in, n, base, p); break;
-  case 2: scatter_kernel<<<g, THREADS, 0, s>>>((uint16_t *)out, (const uint16_t *)in, n, base, p); break;
-  case 4: scatter_kernel<<<g, THREADS, 0, s>>>((uint32_t *)out, (const uint32_t *)in, n, base, p); break;
-  case 8: scatter_kernel<<<g, THREADS, 0, s>>>((uint64_t *)out, (const uint64_t *)in, n, base, p); break;
-  default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return launch_walk<true>(out, in, es, n, base, p, s);
 }
 
 extern "C" cudaError_t cx_cu_pad(float *y, const float *x, int nd, const int64_t *xd,

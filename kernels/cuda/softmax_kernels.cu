@@ -1,3 +1,4 @@
+#include "common.cuh"
 #include "softmax_launch.h"
 
 /* One warp per (outer, inner) position: the lanes stride along the axis and combine by
@@ -54,9 +55,7 @@ extern "C" cudaError_t cx_cuda_softmax_like(int kind, float *out, const float *x
                                             int64_t inner, cudaStream_t s) {
   int64_t rows = outer * inner;
   if (rows == 0) return cudaSuccess;
-  const int threads = 256;
-  int64_t blocks = (rows * 32 + threads - 1) / threads;
-  if (blocks > (1 << 20)) blocks = 1 << 20; /* the kernel loops over the rest */
-  softmax_like<<<(unsigned)blocks, threads, 0, s>>>(kind, out, x, dy, outer, n, inner);
+  /* a warp per row; past the cap the kernel loops over the rest */
+  softmax_like<<<blocks_for(rows * 32), THREADS, 0, s>>>(kind, out, x, dy, outer, n, inner);
   return cudaGetLastError();
 }
