@@ -181,29 +181,6 @@ static bool same_model(const cx_graph *a, const cx_graph *b) {
   return true;
 }
 
-/* The largest difference between a's and b's parameters and statistics, each relative to that
- * tensor's largest magnitude (at least 1e-3); its name in worst. */
-static double model_distance(const cx_graph *a, const cx_graph *b, const char **worst) {
-  double d = 0;
-  *worst = "";
-  for (int v = 0; v < a->n_values; v++) {
-    const cx_value *x = &a->values[v];
-    if (x->kind != CX_VALUE_PARAM && x->kind != CX_VALUE_STATE) continue;
-    int64_t n;
-    const float *y = weights(b, x->name, &n);
-    if (!y || n != cx_shape_numel(&x->shape)) return *worst = x->name, INFINITY;
-    const float *ax = x->init;
-    double scale = 1e-3, e = 0;
-    for (int64_t i = 0; i < n; i++) {
-      scale = fmax(scale, fabs(ax[i]));
-      e = fmax(e, fabs((double)ax[i] - y[i]));
-      if (isnan(y[i]) || isnan(ax[i])) e = INFINITY;
-    }
-    if (!(e / scale <= d)) d = e / scale, *worst = x->name;
-  }
-  return d;
-}
-
 static void free_outcome(outcome *o) { cx_graph_free(o->model); }
 
 static cx_graph *teacher_graph;
@@ -329,6 +306,29 @@ static void test_guard(const paths *p, const char *spec, const char *weight) {
 }
 
 #ifdef CX_HAVE_CUDA
+/* The largest difference between a's and b's parameters and statistics, each relative to that
+ * tensor's largest magnitude (at least 1e-3); its name in worst. */
+static double model_distance(const cx_graph *a, const cx_graph *b, const char **worst) {
+  double d = 0;
+  *worst = "";
+  for (int v = 0; v < a->n_values; v++) {
+    const cx_value *x = &a->values[v];
+    if (x->kind != CX_VALUE_PARAM && x->kind != CX_VALUE_STATE) continue;
+    int64_t n;
+    const float *y = weights(b, x->name, &n);
+    if (!y || n != cx_shape_numel(&x->shape)) return *worst = x->name, INFINITY;
+    const float *ax = x->init;
+    double scale = 1e-3, e = 0;
+    for (int64_t i = 0; i < n; i++) {
+      scale = fmax(scale, fabs(ax[i]));
+      e = fmax(e, fabs((double)ax[i] - y[i]));
+      if (isnan(y[i]) || isnan(ax[i])) e = INFINITY;
+    }
+    if (!(e / scale <= d)) d = e / scale, *worst = x->name;
+  }
+  return d;
+}
+
 /* The guard's run on the GPU: KD, EMA, clipping, accumulation, dynamic loss scaling, a
  * checkpoint and a resume, against the CPU. */
 static void test_cuda(const paths *p, const char *spec, const char *weight) {

@@ -12,9 +12,10 @@
 #include "../kernels/cuda/cuda_backend.h"
 #include "../models/zoo.h"
 #include "../train/train_graph.h"
-#include "check.h"
 
 #ifdef CX_HAVE_CUDA
+#include "check.h"
+
 static const char *const models[] = {
     "resnet20:classes=10,input=1x28x28",
     "resnet50:classes=10,input=3x32x32",

@@ -142,6 +142,7 @@ static cx_status cuda_stream_create(cx_stream **out) {
   }
   cx_status st = open_stream(s, cs);
   if (st != CX_OK) {
+    if (s->dnn) cudnnDestroy(s->dnn);
     if (s->blas) cublasDestroy(s->blas);
     cudaStreamDestroy(cs);
     free(s);
