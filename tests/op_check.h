@@ -29,6 +29,11 @@ typedef struct oc_opts {
 
 int oc_check(const char *label, cx_graph *g, const oc_opts *opts);
 
+/* The backend under test: the CPU, or the one CX_TEST_BACKEND names ("cuda"); where that one
+ * cannot run (no GPU, not built) the test exits 77, ctest's skip. For tests that call kernels
+ * through the backend themselves (core/op_call.h) rather than through oc_check. */
+const cx_backend *oc_backend(void);
+
 /* A PARAM named `name` filled with uniform numbers in [lo, hi), from `seed`. Returns its id. */
 int oc_param(cx_graph *g, const char *name, const cx_shape *shape, float lo, float hi,
              uint64_t seed);

@@ -1,5 +1,6 @@
-/* The training-step ops (core/ops/optim.c) run through core/op_call.h on the CPU backend,
- * against their references (kernels/ref/optim.c) in double: a few runs in a row, so that state
+/* The training-step ops (core/ops/optim.c) run through core/op_call.h on the CPU backend (or
+ * the one CX_TEST_BACKEND names: test_ops_optim_cuda) against their references
+ * (kernels/ref/optim.c) in double: a few runs in a row, so that state
  * written in place by one run feeds the next (and the step input counts up, for the bias
  * corrections), on a small tensor, a matrix and one large enough for the threaded path, on the
  * AVX-512 and the portable paths. Then the scans on inf and NaN, Mul and Add in place (how
@@ -15,6 +16,7 @@
 #include "../kernels/cpu/eltwise_engine.h"
 #include "../kernels/ref/ref.h"
 #include "check.h"
+#include "op_check.h"
 
 enum { MAX_IN = 6, RUNS = 3 };
 
@@ -36,11 +38,11 @@ typedef struct op_case {
   arg in[MAX_IN];
 } op_case;
 
-static const cx_backend *cpu;
+static const cx_backend *be; /* the backend under test (op_check.h: oc_backend) */
 
 static cx_tensor backend_tensor(cx_dtype t, const cx_shape *s) {
   cx_tensor x = cx_tensor_view(t, s, NULL);
-  x.data = cpu->alloc(cx_tensor_nbytes(&x));
+  x.data = be->alloc(cx_tensor_nbytes(&x));
   return x;
 }
 
@@ -48,7 +50,7 @@ static cx_tensor backend_tensor(cx_dtype t, const cx_shape *s) {
 static void download(const cx_tensor *t, double *v) {
   size_t n = (size_t)cx_tensor_numel(t);
   void *host = malloc(cx_tensor_nbytes(t));
-  CHECK(cx_backend_download(cpu, host, t, NULL) == CX_OK, "download: %s", cx_last_error());
+  CHECK(cx_backend_download(be, host, t, NULL) == CX_OK, "download: %s", cx_last_error());
   for (size_t i = 0; i < n; i++) v[i] = cx_dtype_load(t->dtype, host, i);
   free(host);
 }
@@ -57,7 +59,7 @@ static void upload(const cx_tensor *t, const double *v) {
   size_t n = (size_t)cx_tensor_numel(t);
   void *host = malloc(cx_tensor_nbytes(t));
   for (size_t i = 0; i < n; i++) cx_dtype_store(t->dtype, host, i, v[i]);
-  CHECK(cx_backend_upload(cpu, t, host, NULL) == CX_OK, "upload: %s", cx_last_error());
+  CHECK(cx_backend_upload(be, t, host, NULL) == CX_OK, "upload: %s", cx_last_error());
   free(host);
 }
 
@@ -94,7 +96,7 @@ static double run_case(const op_case *c, const cx_shape *shape) {
   cx_op_call *call = NULL;
   cx_op_call_desc d = {.op = c->op, .name = c->label, .attrs = c->attrs, .n_attrs = c->n_attrs,
                        .in = in, .n_in = c->n_in, .out = out, .n_out = c->n_out};
-  CHECK(cx_op_call_create(cpu, NULL, &d, &call) == CX_OK, "%s: create: %s", c->label,
+  CHECK(cx_op_call_create(be, NULL, &d, &call) == CX_OK, "%s: create: %s", c->label,
         cx_last_error());
   /* the reference reads the same attributes */
   cx_node node = {.name = (char *)c->label, .n_attrs = c->n_attrs, .attrs = (cx_attr *)c->attrs};
@@ -122,23 +124,24 @@ static double run_case(const op_case *c, const cx_shape *shape) {
   }
   cx_op_call_free(call);
   for (int k = 0; k < c->n_in + c->n_out; k++) {
-    cpu->free(k < c->n_in ? in[k].data : out[0].data);
+    be->free(k < c->n_in ? in[k].data : out[0].data);
     free(k < c->n_in ? rin[k].data : rout[0].data);
     free(got[k]);
   }
   return worst;
 }
 
+/* On the CPU both its paths (AVX-512 and portable); on another backend its one. */
 static void check_case(const op_case *c, double tol) {
   static const cx_shape shapes[] = {{1, {37}}, {2, {6, 5}}, {2, {203, 201}}};
-  for (int portable = 0; portable < 2; portable++) {
+  bool on_cpu = be == cx_backend_cpu();
+  for (int portable = 0; portable < (on_cpu ? 2 : 1); portable++) {
     cx_cpu_force_portable(portable);
     double worst = 0;
     for (int s = 0; s < 3; s++) worst = fmax(worst, run_case(c, &shapes[s]));
-    printf("%-40s %-8s %d runs: max error %.2e\n", c->label, portable ? "portable" : "AVX-512",
-           RUNS, worst);
-    CHECK(worst <= tol, "%s (%s): differs from the reference by %.3e", c->label,
-          portable ? "portable" : "AVX-512", worst);
+    const char *path = !on_cpu ? be->name : portable ? "portable" : "AVX-512";
+    printf("%-40s %-8s %d runs: max error %.2e\n", c->label, path, RUNS, worst);
+    CHECK(worst <= tol, "%s (%s): differs from the reference by %.3e", c->label, path, worst);
   }
   cx_cpu_force_portable(false);
 }
@@ -188,24 +191,24 @@ static void test_all_finite(void) {
   for (int i = 0; i < 70001; i++) host[i] = cx_rng_normal(3, (uint64_t)i) * 1e30f;
   cx_op_call *call = NULL;
   cx_op_call_desc d = {.op = "AllFinite", .in = &x, .n_in = 1, .out = &flag, .n_out = 1};
-  CHECK(cx_op_call_create(cpu, NULL, &d, &call) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_op_call_create(be, NULL, &d, &call) == CX_OK, "create: %s", cx_last_error());
   const float bad[] = {INFINITY, -INFINITY, NAN};
   for (int k = -1; call && k < 6; k++) {
     int at = k % 2 ? 70000 : 0;
     float keep = host[at];
     if (k >= 0) host[at] = bad[k / 2];
     bool got = true;
-    cx_backend_upload(cpu, &x, host, NULL);
+    cx_backend_upload(be, &x, host, NULL);
     CHECK(cx_op_call_run(call, &x, &flag) == CX_OK, "run: %s", cx_last_error());
-    cx_backend_download(cpu, &got, &flag, NULL);
+    cx_backend_download(be, &got, &flag, NULL);
     CHECK(got == (k < 0), "AllFinite says %d with %s at element %d", got,
           k < 0 ? "nothing" : k / 2 == 0 ? "inf" : k / 2 == 1 ? "-inf" : "NaN", at);
     host[at] = keep;
   }
   printf("AllFinite: finds inf, -inf and NaN at either end of 70001 elements\n");
   cx_op_call_free(call);
-  cpu->free(x.data);
-  cpu->free(flag.data);
+  be->free(x.data);
+  be->free(flag.data);
   free(host);
 }
 
@@ -220,28 +223,28 @@ static void test_in_place_eltwise(void) {
   float *back = calloc((size_t)n, sizeof(float)), factor = 0.3f;
   for (int64_t i = 0; i < n; i++) hg[i] = cx_rng_normal(5, (uint64_t)i), ha[i] = cx_rng_normal(6,
       (uint64_t)i);
-  cx_backend_upload(cpu, &g, hg, NULL);
-  cx_backend_upload(cpu, &a, ha, NULL);
-  cx_backend_upload(cpu, &f, &factor, NULL);
+  cx_backend_upload(be, &g, hg, NULL);
+  cx_backend_upload(be, &a, ha, NULL);
+  cx_backend_upload(be, &f, &factor, NULL);
   cx_op_call *mul = NULL, *add = NULL;
   cx_tensor mul_in[2] = {g, f}, add_in[2] = {a, g};
   cx_op_call_desc dm = {.op = "Mul", .in = mul_in, .n_in = 2, .out = &g, .n_out = 1};
   cx_op_call_desc da = {.op = "Add", .in = add_in, .n_in = 2, .out = &a, .n_out = 1};
-  CHECK(cx_op_call_create(cpu, NULL, &dm, &mul) == CX_OK &&
-            cx_op_call_create(cpu, NULL, &da, &add) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_op_call_create(be, NULL, &dm, &mul) == CX_OK &&
+            cx_op_call_create(be, NULL, &da, &add) == CX_OK, "create: %s", cx_last_error());
   CHECK(mul && cx_op_call_run(mul, mul_in, &g) == CX_OK, "Mul: %s", cx_last_error());
   CHECK(add && cx_op_call_run(add, add_in, &a) == CX_OK, "Add: %s", cx_last_error());
   int64_t wrong = 0;
-  cx_backend_download(cpu, back, &g, NULL);
+  cx_backend_download(be, back, &g, NULL);
   for (int64_t i = 0; i < n; i++) wrong += back[i] != hg[i] * factor;
-  cx_backend_download(cpu, back, &a, NULL);
+  cx_backend_download(be, back, &a, NULL);
   for (int64_t i = 0; i < n; i++) wrong += back[i] != ha[i] + hg[i] * factor;
   CHECK(wrong == 0, "%lld elements differ from g * f and a + g * f", (long long)wrong);
   cx_op_call_free(mul);
   cx_op_call_free(add);
-  cpu->free(g.data);
-  cpu->free(a.data);
-  cpu->free(f.data);
+  be->free(g.data);
+  be->free(a.data);
+  be->free(f.data);
   free(hg);
   free(ha);
   free(back);
@@ -262,36 +265,36 @@ static void test_call_errors(void) {
   const cx_attr mom[] = {F("momentum", 0.9f)}, bad[] = {F("momentum_typo", 0.9f)};
   cx_op_call_desc d = {.op = "SGDUpdate", .name = "sgd(w)", .attrs = mom, .n_attrs = 1,
                        .in = in, .n_in = 3};
-  expect_error("momentum without a buffer", cx_op_call_create(cpu, NULL, &d, &c), CX_ERR_ARG,
+  expect_error("momentum without a buffer", cx_op_call_create(be, NULL, &d, &c), CX_ERR_ARG,
                "buffer");
   d.attrs = bad;
-  expect_error("unknown attribute", cx_op_call_create(cpu, NULL, &d, &c), CX_ERR_ARG,
+  expect_error("unknown attribute", cx_op_call_create(be, NULL, &d, &c), CX_ERR_ARG,
                "momentum_typo");
   d.op = "SGDUpdat";
-  expect_error("unknown op", cx_op_call_create(cpu, NULL, &d, &c), CX_ERR_ARG, "SGDUpdat");
+  expect_error("unknown op", cx_op_call_create(be, NULL, &d, &c), CX_ERR_ARG, "SGDUpdat");
   in[2] = small;
   d = (cx_op_call_desc){.op = "SGDUpdate", .name = "sgd(w)", .in = in, .n_in = 3};
-  expect_error("gradient of another shape", cx_op_call_create(cpu, NULL, &d, &c), CX_ERR_SHAPE,
+  expect_error("gradient of another shape", cx_op_call_create(be, NULL, &d, &c), CX_ERR_SHAPE,
                "sgd(w)");
   in[2] = g;
-  CHECK(cx_op_call_create(cpu, NULL, &d, &c) == CX_OK, "create: %s", cx_last_error());
+  CHECK(cx_op_call_create(be, NULL, &d, &c) == CX_OK, "create: %s", cx_last_error());
   in[2] = small;
   expect_error("run on another shape", cx_op_call_run(c, in, NULL), CX_ERR_SHAPE, "[4]");
-  in[1].device.kind = CX_DEVICE_CUDA;
+  in[1].device.kind = be->device == CX_DEVICE_CPU ? CX_DEVICE_CUDA : CX_DEVICE_CPU;
   in[2] = g;
   expect_error("a tensor of another backend", cx_op_call_run(c, in, NULL), CX_ERR_ARG, "backend");
   cx_op_call_free(c);
   d = (cx_op_call_desc){.op = "SquaredNorm", .in = &x, .n_in = 1, .out = &y, .n_out = 1};
-  expect_error("f32 norm output", cx_op_call_create(cpu, NULL, &d, &c), CX_ERR_SHAPE, "f64");
-  cpu->free(r.data);
-  cpu->free(x.data);
-  cpu->free(g.data);
-  cpu->free(small.data);
-  cpu->free(y.data);
+  expect_error("f32 norm output", cx_op_call_create(be, NULL, &d, &c), CX_ERR_SHAPE, "f64");
+  be->free(r.data);
+  be->free(x.data);
+  be->free(g.data);
+  be->free(small.data);
+  be->free(y.data);
 }
 
 int main(void) {
-  cpu = cx_backend_cpu();
+  be = oc_backend();
   test_updates();
   test_all_finite();
   test_in_place_eltwise();
