@@ -1,8 +1,11 @@
 /* Every op that the built-in models train with has a CUDA kernel (docs/cuda.md). Asked of the
  * CUDA backend's kernel table, which answers without a GPU: the training programs of each
- * model family (compiled on the CPU: forward, backward, label smoothing and mixup losses) and
- * the ops the trainer adds beside them (optimizers, EMA, clipping, the finite check,
- * distillation's loss). Prints every op it is missing and fails if one is. */
+ * model family (compiled on the CPU: forward, backward, label smoothing and mixup losses), the
+ * same with FakeQuantize inserted as quantization-aware training does (LSQ scales), and the ops
+ * the trainer adds beside them (optimizers, EMA, clipping, the finite check, distillation's
+ * loss) and the INT8 runtime's unfused form (QuantizeLinear, DequantizeLinear: what a QDQ model
+ * runs as where the backend has no fused INT8 kernels). Prints every op it is missing and fails
+ * if one is. */
 #include <stdio.h>
 #include <string.h>
 
@@ -11,6 +14,7 @@
 #include "../kernels/cpu/cpu.h"
 #include "../kernels/cuda/cuda_backend.h"
 #include "../models/zoo.h"
+#include "../quantize/quantize.h"
 #include "../train/train_graph.h"
 
 #ifdef CX_HAVE_CUDA
@@ -27,7 +31,8 @@ static const char *const models[] = {
 /* The trainer's own ops (train/optim.c, ema.c, grad_clip.c) and distillation's loss. */
 static const char *const trainer_ops[] = {
     "SGDUpdate", "AdamWUpdate", "LAMBUpdate", "EMAUpdate", "SquaredNorm", "AllFinite",
-    "KLDivTemperature", "KLDivTemperatureGrad", "Mul", "Sum",
+    "KLDivTemperature", "KLDivTemperatureGrad", "Mul", "Sum", "QuantizeLinear",
+    "DequantizeLinear",
 };
 
 static int missing;
@@ -45,10 +50,25 @@ static void need(const cx_node *n, const char *where) {
   printf("  no CUDA kernel: %s (%s, node '%s')\n", n->op->name, where, n->name ? n->name : "");
 }
 
-static void check_model(const char *spec, float smoothing, int64_t soft) {
+/* The model with BatchNorm folded and FakeQuantize inserted, scales trained (LSQ). */
+static cx_status qat_model(const char *spec, cx_graph **out) {
+  cx_graph *m = NULL;
+  cx_quant_plan plan = {0};
+  cx_quant_config c = cx_quant_defaults();
+  cx_status s = cx_model_build(spec, &m, NULL);
+  if (s == CX_OK) s = cx_quant_fold_bn(m, out, NULL);
+  if (s == CX_OK) s = cx_quant_plan_make(*out, &c, spec, &plan);
+  if (s == CX_OK) s = cx_quant_insert(*out, &plan, CX_VALUE_PARAM);
+  cx_quant_plan_free(&plan);
+  cx_graph_free(m);
+  return s;
+}
+
+static void check_model(const char *spec, float smoothing, int64_t soft, bool qat) {
   cx_graph *m = NULL, *g = NULL;
   cx_program *p = NULL;
-  CHECK(cx_model_build(spec, &m, NULL) == CX_OK, "%s: %s", spec, cx_last_error());
+  CHECK((qat ? qat_model(spec, &m) : cx_model_build(spec, &m, NULL)) == CX_OK, "%s: %s", spec,
+        cx_last_error());
   CHECK(m && cx_train_graph(m, smoothing, soft, &g) == CX_OK, "%s: %s", spec, cx_last_error());
   cx_compile_opts co = {.batch = 2, .training = true, .loss = "loss",
                         .backend = cx_backend_cpu()};
@@ -57,7 +77,8 @@ static void check_model(const char *spec, float smoothing, int64_t soft) {
     const cx_graph *c = cx_program_graph(p);
     int before = missing;
     for (int i = 0; i < c->n_nodes; i++) need(&c->nodes[i], spec);
-    printf("%s %s (%d nodes)\n", missing == before ? "ok  " : "FAIL", spec, c->n_nodes);
+    printf("%s %s%s (%d nodes)\n", missing == before ? "ok  " : "FAIL", spec,
+           qat ? ", quantization-aware" : "", c->n_nodes);
   }
   cx_program_free(p);
   cx_graph_free(g);
@@ -65,9 +86,11 @@ static void check_model(const char *spec, float smoothing, int64_t soft) {
 }
 
 int main(void) {
-  for (size_t k = 0; k < sizeof models / sizeof *models; k++) check_model(models[k], 0, 0);
-  check_model(models[0], 0.1f, 0);
-  check_model(models[0], 0, 10);
+  for (size_t k = 0; k < sizeof models / sizeof *models; k++) check_model(models[k], 0, 0, false);
+  check_model(models[0], 0.1f, 0, false);
+  check_model(models[0], 0, 10, false);
+  check_model(models[0], 0, 0, true);
+  check_model(models[2], 0, 0, true);
   for (size_t k = 0; k < sizeof trainer_ops / sizeof *trainer_ops; k++) {
     const cx_op_def *d = cx_op_find(trainer_ops[k]);
     CHECK(d != NULL, "no op %s", trainer_ops[k]);

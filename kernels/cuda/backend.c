@@ -13,6 +13,7 @@ static const cx_kernel *const families[] = {
     cx_cuda_eltwise, cx_cuda_activation, cx_cuda_shape, cx_cuda_conv, cx_cuda_linear,
     cx_cuda_pool,    cx_cuda_norm,       cx_cuda_loss,  cx_cuda_optim, cx_cuda_dropout,
     cx_cuda_softmax, cx_cuda_slice, cx_cuda_reduce,
+    cx_cuda_quant,
 };
 
 /* A table lookup only: it answers on machines without a GPU too (`compress ops`, the coverage
