@@ -22,8 +22,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
-tests=(test_ops_activation test_ops_conv test_ops_eltwise test_ops_linear test_ops_loss test_ops_optim
-       test_ops_norm test_ops_pool test_ops_quant test_ops_shape test_ops_reduce test_compose
+tests=(test_ops_activation test_ops_compare test_ops_conv test_ops_eltwise test_ops_gather
+       test_ops_layer_norm test_ops_linear test_ops_loss test_ops_norm test_ops_optim test_ops_pool
+       test_ops_quant test_ops_reduce test_ops_select test_ops_shape test_compose
        test_cuda_coverage)
 
 prepare() {

@@ -50,10 +50,12 @@ static cx_status run_act_grad(const cx_kernel_args *a) {
 }
 
 /* Gelu's approximate is "none" or "tanh" (infer refuses others), ActivationGrad's op one of the
- * activations; anything else finds no kernel here. */
+ * activations; anything else finds no kernel here. An ActivationGrad without its op attribute
+ * (the attribute-less probes of `compress ops` and the compile passes) has one: run refuses it
+ * with a message, as the CPU's does. */
 static bool supports_act(const cx_node *n) {
   int act = cx_act_of_node(n);
-  if (act < 0) return false;
+  if (act < 0) return !cx_node_string(n, "op", NULL);
   const char *m = cx_node_string(n, "approximate", "none");
   return act != CX_ACT_GELU || !strcmp(m, "none") || !strcmp(m, "tanh");
 }

@@ -14,6 +14,8 @@ static const cx_kernel *const families[] = {
     cx_cuda_pool,    cx_cuda_norm,       cx_cuda_loss,  cx_cuda_optim, cx_cuda_dropout,
     cx_cuda_softmax, cx_cuda_slice, cx_cuda_reduce,
     cx_cuda_quant,
+    cx_cuda_layer_norm,
+    cx_cuda_gather, cx_cuda_select, cx_cuda_compare,
 };
 
 /* A table lookup only: it answers on machines without a GPU too (`compress ops`, the coverage

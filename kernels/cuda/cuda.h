@@ -54,5 +54,7 @@ static inline float *cx_cuda_f32(const cx_tensor *t) { return (float *)t->data; 
 extern const cx_kernel cx_cuda_eltwise[], cx_cuda_activation[], cx_cuda_shape[], cx_cuda_conv[],
     cx_cuda_linear[], cx_cuda_pool[], cx_cuda_norm[], cx_cuda_loss[], cx_cuda_optim[],
     cx_cuda_dropout[], cx_cuda_softmax[], cx_cuda_slice[], cx_cuda_reduce[], cx_cuda_quant[];
+extern const cx_kernel cx_cuda_layer_norm[];
+extern const cx_kernel cx_cuda_gather[], cx_cuda_select[], cx_cuda_compare[];
 
 #endif
