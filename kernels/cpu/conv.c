@@ -1,4 +1,5 @@
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 #include "dnnl_exec.h"
 #include "dnnl_post_ops.h"
 #include "dnnl_util.h"
+#include "tune.h"
 
 /* Conv and ConvGrad on the CPU: oneDNN primitives built once in prepare, except depthwise 3x3 on
  * plain tensors which takes the hand-written path in conv_depthwise.c.
@@ -31,7 +33,8 @@
  *   CX_CONV_DW_NHWC=c | dnnl      channels-last depthwise 3x3 weight gradients always / never
  *                                 through conv_depthwise_nhwc.c (default: where oneDNN has no
  *                                 depthwise kernel for the shape)
- *   CX_CONV_WINOGRAD=off          the direct algorithm where Winograd's would run (winograd_fits)
+ *   CX_CONV_WINOGRAD=on | off     Winograd's algorithm wherever it fits / nowhere, instead of the
+ *                                 faster of the two as measured (winograd_chosen)
  *   CX_CONV_NO_CROP=1             every kernel tap computed, also those that only meet padding
  *                                 (crop_of)
  *
@@ -94,16 +97,16 @@ typedef struct conv_io {
   const cx_tensor *src, *dst, *wei;
 } conv_io;
 
-/* 3x3 stride-1 f32 convolutions with 16 or more channels both ways run Winograd's algorithm
+/* 3x3 stride-1 f32 convolutions with 16 or more channels both ways may run Winograd's algorithm
  * (oneDNN's jit_wino_4x3 / jit_fp32_wino_2x3, AVX-512 only, on blocked layouts): 2.25-4x fewer
- * multiplications. Measured (one thread, docs/ARCHITECTURE.md "Winograd"): ResNet-20 training at
- * batch 128 249 -> 221 ms a step with the reorders from and to channels-last activations,
- * torchvision ResNet-18 inference 32 -> 21 ms at batch 1. Its rounding differs from the direct
- * algorithm's by a few ulps of each sum. CX_CONV_WINOGRAD=off keeps the direct algorithm. */
+ * multiplications, more memory traffic in its transforms. Whether it pays depends on the machine
+ * and the shape (docs/ARCHITECTURE.md "Winograd"), so prepare measures both algorithms where it
+ * fits (see winograd_chosen). Its rounding differs from the direct algorithm's by a few ulps of
+ * each sum. */
 static bool winograd_fits(const cx_conv_geom *g, const cx_kernel_args *a) {
-  const char *off = getenv("CX_CONV_WINOGRAD"), *force = getenv("CX_CONV_LAYOUT");
+  const char *force = getenv("CX_CONV_LAYOUT");
   unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), avx512 = dnnl_cpu_isa_avx512_core;
-  if ((off && strcmp(off, "off") == 0) || (force && strcmp(force, "plain") == 0)) return false;
+  if (force && strcmp(force, "plain") == 0) return false;
   return a->precision != CX_PRECISION_BF16 && (isa & avx512) == avx512 && g->group == 1 &&
          g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
          g->c_in >= 16 && g->c_out >= 16;
@@ -397,20 +400,7 @@ static cx_status conv_build_fwd(conv_state *s, const cx_kernel_args *a) {
   return st;
 }
 
-static cx_status conv_prepare(const cx_kernel_args *a, void **state, size_t *scratch) {
-  cx_status st;
-  conv_state *s = state_new(a, 0, &st);
-  if (!s) return st;
-  st = s->path == PATH_DNNL ? build_or_direct(s, a, conv_build_fwd) : CX_OK;
-  if (st != CX_OK) {
-    conv_release(s);
-    return st;
-  }
-  *state = s;
-  *scratch = s->fwd.scratch;
-  return CX_OK;
-}
-
+static size_t conv_scratch(const conv_state *s) { return s->fwd.scratch; }
 static cx_status conv_run(const cx_kernel_args *a) {
   conv_state *s = a->state;
   if (s->path == PATH_DNNL) return cx_dnnl_exec_run(&s->fwd, a);
@@ -515,21 +505,10 @@ static cx_status grad_build(conv_state *s, const cx_kernel_args *a) {
   return st;
 }
 
-static cx_status grad_prepare(const cx_kernel_args *a, void **state, size_t *scratch) {
-  cx_status st;
-  conv_state *s = state_new(a, 1, &st);
-  if (!s) return st;
-  cx_conv_grad_wanted(a->node, s->want);
-  st = s->path == PATH_DNNL ? build_or_direct(s, a, grad_build) : CX_OK;
-  if (st != CX_OK) {
-    conv_release(s);
-    return st;
-  }
-  *state = s;
-  /* the two primitives run one after the other, so they share one scratchpad */
-  *scratch = s->bwd_data.scratch > s->bwd_weights.scratch ? s->bwd_data.scratch
-                                                          : s->bwd_weights.scratch;
-  return CX_OK;
+/* the two primitives run one after the other, so they share one scratchpad */
+static size_t grad_scratch(const conv_state *s) {
+  return s->bwd_data.scratch > s->bwd_weights.scratch ? s->bwd_data.scratch
+                                                      : s->bwd_weights.scratch;
 }
 
 /* dB = dY summed over batch and pixels; for the rare ConvGrad that wants dB without dW. Pixels are
@@ -572,6 +551,114 @@ static cx_status grad_run(const cx_kernel_args *a) {
     cx_conv_dw3x3_backward_weights(&s->g, x, dy, s->want[1] ? cx_f32(&a->out[1]) : NULL,
                                    s->want[2] ? cx_f32(&a->out[2]) : NULL, v);
   return CX_OK;
+}
+
+/* ---- prepare: the algorithm, then the primitives ------------------------------------------------ */
+
+/* What Conv and ConvGrad prepare differently. */
+typedef struct conv_kind {
+  int x_in; /* X's input: 0 for Conv, 1 for ConvGrad */
+  cx_status (*build)(conv_state *, const cx_kernel_args *);
+  cx_status (*run)(const cx_kernel_args *);
+  size_t (*scratch)(const conv_state *);
+} conv_kind;
+
+static const conv_kind conv_fwd = {0, conv_build_fwd, conv_run, conv_scratch},
+                       conv_grad = {1, grad_build, grad_run, grad_scratch};
+
+static conv_state *state_for(const cx_kernel_args *a, const conv_kind *k, cx_status *st) {
+  conv_state *s = state_new(a, k->x_in, st);
+  if (s && k->x_in == 1) cx_conv_grad_wanted(a->node, s->want);
+  return s;
+}
+
+/* The node's primitives, with Winograd's algorithm where `wino` and it fits; NULL after an error,
+ * which is in *st. */
+static conv_state *state_built(const cx_kernel_args *a, const conv_kind *k, bool wino,
+                               cx_status *st) {
+  conv_state *s = state_for(a, k, st);
+  if (!s) return NULL;
+  s->winograd = s->winograd && wino;
+  *st = s->path == PATH_DNNL ? build_or_direct(s, a, k->build) : CX_OK;
+  if (*st == CX_OK) return s;
+  conv_release(s);
+  return NULL;
+}
+
+/* The timing cache's key: the op and its outputs, precision, threads, each tensor's layout (n:
+ * channels-last, p: plain, -: absent) and the geometry. */
+static void conv_key(const cx_kernel_args *a, const conv_state *s, char *key, size_t n) {
+  char lay[16] = {0};
+  for (int k = 0; k < a->n_in + a->n_out && k < 15; k++) {
+    const cx_tensor *t = k < a->n_in ? &a->in[k] : &a->out[k - a->n_in];
+    lay[k] = !t->data ? '-' : cx_tensor_nhwc(t) ? 'n' : 'p';
+  }
+  const cx_conv_geom *g = &s->g;
+  snprintf(key, n,
+           "conv-winograd:%s,want=%d%d%d,train=%d,prec=%d,threads=%d,layouts=%s,"
+           "x=%ldx%ldx%ldx%ld,w=%ldx%ldx%ld,group=%ld,pads=%ld.%ld.%ld.%ld",
+           a->node->op->name, s->want[0], s->want[1], s->want[2], a->training, (int)a->precision,
+           omp_get_max_threads(), lay, (long)g->n, (long)g->c_in, (long)g->h, (long)g->w,
+           (long)g->c_out, (long)g->kh, (long)g->kw, (long)g->group, (long)g->pt, (long)g->pl,
+           (long)g->pb, (long)g->pr);
+}
+
+/* Winograd or the direct algorithm where Winograd fits: CX_CONV_WINOGRAD=on|off forces one;
+ * otherwise both are measured, once per shape on this machine (kernels/cpu/tune.h), and the
+ * faster is kept. On the AMD EPYC (Zen 4) these kernels were first measured on, Winograd won on
+ * every ResNet layer; on a Zen 5 it loses the 16-channel layers at 32x32 and the backward pass
+ * of the 32-channel ones, and wins the rest (ARCHITECTURE.md). */
+static cx_status winograd_chosen(const cx_kernel_args *a, const conv_kind *k, const conv_state *s,
+                                 bool *wino) {
+  const char *env = getenv("CX_CONV_WINOGRAD");
+  if (env && (strcmp(env, "on") == 0 || strcmp(env, "off") == 0)) {
+    *wino = strcmp(env, "on") == 0;
+    return CX_OK;
+  }
+  char key[400];
+  int choice;
+  conv_key(a, s, key, sizeof key);
+  if (cx_tune_lookup(key, &choice)) {
+    *wino = choice == 1;
+    return CX_OK;
+  }
+  double ms[2];
+  for (int w = 0; w < 2; w++) {
+    cx_status st;
+    conv_state *c = state_built(a, k, w, &st);
+    if (!c) return st;
+    /* oneDNN declined Winograd for this shape: direct it is */
+    ms[w] = 1e300;
+    if (w == 0 || c->winograd) st = cx_tune_time(a, k->run, c, k->scratch(c), &ms[w]);
+    conv_release(c);
+    CX_TRY(st);
+  }
+  *wino = cx_tune_record(key, ms[1] < ms[0]) == 1;
+  return CX_OK;
+}
+
+static cx_status prepare(const cx_kernel_args *a, const conv_kind *k, void **state,
+                         size_t *scratch) {
+  cx_status st;
+  conv_state *probe = state_for(a, k, &st);
+  if (!probe) return st;
+  bool wino = probe->path == PATH_DNNL && probe->winograd;
+  if (wino) st = winograd_chosen(a, k, probe, &wino);
+  conv_release(probe);
+  CX_TRY(st);
+  conv_state *s = state_built(a, k, wino, &st);
+  if (!s) return st;
+  *state = s;
+  *scratch = k->scratch(s);
+  return CX_OK;
+}
+
+static cx_status conv_prepare(const cx_kernel_args *a, void **state, size_t *scratch) {
+  return prepare(a, &conv_fwd, state, scratch);
+}
+
+static cx_status grad_prepare(const cx_kernel_args *a, void **state, size_t *scratch) {
+  return prepare(a, &conv_grad, state, scratch);
 }
 
 const cx_kernel cx_cpu_conv[] = {
