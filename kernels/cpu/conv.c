@@ -85,6 +85,9 @@ static conv_types conv_types_for(cx_precision p, conv_dir dir, const cx_conv_geo
   /* nor has it a bf16 depthwise backward-weights kernel for most shapes: its grouped jit_bf16 one
    * computes a 16x16 block per group (EfficientNet-B0 at 32 px: 15-23 ms a layer, f32 < 1 ms) */
   if (dir == CONV_WRITES_WEI && g->group > 1 && g->c_in == g->group) in = dnnl_f32;
+  /* oneDNN's Winograd is f32 only: where it is measured faster than the bf16 direct primitive
+   * (winograd_chosen), a bf16 program computes that convolution in f32, more exactly */
+  if (winograd) in = dnnl_f32;
   return (conv_types){.src = dir == CONV_WRITES_SRC ? dnnl_f32 : in,
                       .wei = dir == CONV_WRITES_WEI ? dnnl_f32 : in,
                       .dst = dir == CONV_WRITES_DST ? dnnl_f32 : in,
@@ -101,13 +104,13 @@ typedef struct conv_io {
  * (oneDNN's jit_wino_4x3 / jit_fp32_wino_2x3, AVX-512 only, on blocked layouts): 2.25-4x fewer
  * multiplications, more memory traffic in its transforms. Whether it pays depends on the machine
  * and the shape (docs/ARCHITECTURE.md "Winograd"), so prepare measures both algorithms where it
- * fits (see winograd_chosen). Its rounding differs from the direct algorithm's by a few ulps of
- * each sum. */
-static bool winograd_fits(const cx_conv_geom *g, const cx_kernel_args *a) {
+ * fits (see winograd_chosen), also under bf16, where Winograd computes in f32 (conv_types_for).
+ * Its rounding differs from the direct algorithm's by a few ulps of each sum. */
+static bool winograd_fits(const cx_conv_geom *g) {
   const char *force = getenv("CX_CONV_LAYOUT");
   unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), avx512 = dnnl_cpu_isa_avx512_core;
   if (force && strcmp(force, "plain") == 0) return false;
-  return a->precision != CX_PRECISION_BF16 && (isa & avx512) == avx512 && g->group == 1 &&
+  return (isa & avx512) == avx512 && g->group == 1 &&
          g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
          g->c_in >= 16 && g->c_out >= 16;
 }
@@ -312,7 +315,7 @@ static conv_state *state_new(const cx_kernel_args *a, int x_in, cx_status *st) {
   }
   s->path = choose_path(&s->g, any_nhwc(a), !strcmp(a->node->op->name, "ConvFused"));
   s->crop = crop_of(&s->g);
-  s->winograd = s->path == PATH_DNNL && winograd_fits(&s->crop.g, a);
+  s->winograd = s->path == PATH_DNNL && winograd_fits(&s->crop.g);
   return s;
 }
 
@@ -496,6 +499,10 @@ static bool want_own_wgrad(const conv_state *s, const cx_kernel_args *a) {
 static cx_status grad_build(conv_state *s, const cx_kernel_args *a) {
   cx_status st = s->want[0] ? grad_build_data(s, a) : CX_OK;
   if (st == CX_OK && s->want[1]) st = grad_build_weights(s, a);
+  /* dY reordered once for both (bf16, blocked layouts) */
+  if (st == CX_OK && s->want[0] && s->want[1])
+    st = cx_dnnl_exec_reuse(&s->bwd_weights, a->node, DNNL_ARG_DIFF_DST, &s->bwd_data,
+                            DNNL_ARG_DIFF_DST);
   if (st == CX_OK && s->want[1] && want_own_wgrad(s, a)) {
     cx_dnnl_exec_release(&s->bwd_weights);
     s->own_wgrad = true;
@@ -505,10 +512,11 @@ static cx_status grad_build(conv_state *s, const cx_kernel_args *a) {
   return st;
 }
 
-/* the two primitives run one after the other, so they share one scratchpad */
+/* The two primitives run one after the other on one scratch; dW's part starts past dX's where it
+ * reads dX's copy of dY (cx_dnnl_exec_reuse). */
 static size_t grad_scratch(const conv_state *s) {
-  return s->bwd_data.scratch > s->bwd_weights.scratch ? s->bwd_data.scratch
-                                                      : s->bwd_weights.scratch;
+  size_t w = s->bwd_weights.base + s->bwd_weights.scratch;
+  return s->bwd_data.scratch > w ? s->bwd_data.scratch : w;
 }
 
 /* dB = dY summed over batch and pixels; for the rare ConvGrad that wants dB without dW. Pixels are

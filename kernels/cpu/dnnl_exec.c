@@ -65,6 +65,31 @@ cx_status cx_dnnl_exec_freeze(cx_dnnl_exec *e, const cx_node *node, int arg) {
   return cx_fail(CX_ERR_ARG, "node '%s': no input argument %d to freeze", node->name, arg);
 }
 
+static cx_dnnl_arg *input_arg(const cx_dnnl_exec *e, int arg) {
+  for (int k = 0; k < e->n; k++)
+    if (e->a[k].arg == arg && !e->a[k].output) return (cx_dnnl_arg *)&e->a[k];
+  return NULL;
+}
+
+cx_status cx_dnnl_exec_reuse(cx_dnnl_exec *e, const cx_node *node, int arg,
+                             const cx_dnnl_exec *from, int from_arg) {
+  cx_dnnl_arg *x = input_arg(e, arg);
+  const cx_dnnl_arg *f = input_arg(from, from_arg);
+  if (!x || !f || !x->inner || !f->inner || x->kept || f->kept || f->reused ||
+      x->index != f->index)
+    return CX_OK;
+  const dnnl_memory_desc_t *xm, *fm;
+  CX_DNNL(dnnl_memory_get_memory_desc(x->inner, &xm), node);
+  CX_DNNL(dnnl_memory_get_memory_desc(f->inner, &fm), node);
+  if (!dnnl_memory_desc_equal(xm, fm)) return CX_OK;
+  /* its own slot is the last one when arguments are added in order; give it back then */
+  if (x->offset + align64(dnnl_memory_desc_get_size(xm)) == e->scratch) e->scratch = x->offset;
+  x->reused = true;
+  x->offset = from->base + f->offset;
+  e->base = from->base + from->scratch;
+  return CX_OK;
+}
+
 /* Makes the primitive descriptor (scratchpad owned by us) and the primitive; the caller adds the
  * tensor arguments, then destroys *pd. */
 cx_status cx_dnnl_exec_create(cx_dnnl_exec *e, const cx_node *node, const_dnnl_op_desc_t desc,
@@ -113,11 +138,13 @@ cx_status cx_dnnl_exec_accumulate(cx_dnnl_exec *e, const cx_node *node,
   return make_reorder(&e->acc.reorder, node, user_md, to);
 }
 
-/* Fills the destination (whose handles are set) from the accumulated input. */
-static cx_status run_accumulate(const cx_dnnl_exec *e, const cx_kernel_args *a, dnnl_stream_t st) {
+/* Fills the destination (whose handles are set) from the accumulated input; own: e's part of the
+ * scratch. */
+static cx_status run_accumulate(const cx_dnnl_exec *e, const cx_kernel_args *a, char *own,
+                                dnnl_stream_t st) {
   const cx_dnnl_arg *d = dst_arg(e);
   const void *src = a->in[e->acc.input].data;
-  void *dst = d->inner ? (char *)a->scratch + d->offset : a->out[0].data;
+  void *dst = d->inner ? own + d->offset : a->out[0].data;
   if (!e->acc.reorder) {
     if (src != dst) memcpy(dst, src, e->acc.bytes);
     return CX_OK;
@@ -142,12 +169,12 @@ static cx_status run_reorder(const cx_dnnl_arg *x, dnnl_stream_t st, const cx_no
 /* Points every memory at this run's buffers, reorders the inputs in, runs, reorders the outputs out. */
 cx_status cx_dnnl_exec_run(cx_dnnl_exec *e, const cx_kernel_args *a) {
   dnnl_stream_t st = cx_dnnl_stream();
-  char *scratch = a->scratch;
+  char *scratch = a->scratch, *own = scratch + e->base;
   dnnl_exec_arg_t args[CX_DNNL_MAX_ARGS + 1];
   int n = 0;
   if (!st) return CX_ERR_BACKEND;
   if (e->scratchpad) {
-    CX_DNNL(dnnl_memory_set_data_handle(e->scratchpad, scratch), a->node);
+    CX_DNNL(dnnl_memory_set_data_handle(e->scratchpad, own), a->node);
     args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratchpad};
   }
   for (int k = 0; k < e->n; k++) {
@@ -155,12 +182,14 @@ cx_status cx_dnnl_exec_run(cx_dnnl_exec *e, const cx_kernel_args *a) {
     CX_DNNL(dnnl_memory_set_data_handle(x->user, (x->output ? a->out : a->in)[x->index].data),
             a->node);
     if (x->inner && !x->kept)
-      CX_DNNL(dnnl_memory_set_data_handle(x->inner, scratch + x->offset), a->node);
-    if (x->inner && !x->output && !(x->kept && x->filled)) CX_TRY(run_reorder(x, st, a->node));
+      CX_DNNL(dnnl_memory_set_data_handle(x->inner, (x->reused ? scratch : own) + x->offset),
+              a->node);
+    if (x->inner && !x->output && !x->reused && !(x->kept && x->filled))
+      CX_TRY(run_reorder(x, st, a->node));
     if (x->kept) x->filled = true;
     args[n++] = (dnnl_exec_arg_t){x->arg, x->inner ? x->inner : x->user};
   }
-  if (e->acc.input >= 0) CX_TRY(run_accumulate(e, a, st));
+  if (e->acc.input >= 0) CX_TRY(run_accumulate(e, a, own, st));
   CX_DNNL(dnnl_primitive_execute(e->prim, st, n, args), a->node);
   for (int k = 0; k < e->n; k++)
     if (e->a[k].inner && e->a[k].output) CX_TRY(run_reorder(&e->a[k], st, a->node));

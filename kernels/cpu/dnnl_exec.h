@@ -26,6 +26,9 @@ typedef struct cx_dnnl_arg {
   /* a frozen input (cx_dnnl_exec_freeze): inner lives in kept, filled at the first run */
   void *kept;
   bool filled;
+  /* an input another primitive reorders (cx_dnnl_exec_reuse): inner is at `offset` from the
+   * kernel's scratch itself, not from this primitive's part of it, and is not reordered here */
+  bool reused;
 } cx_dnnl_arg;
 
 /* A primitive with a sum post-op adds into its destination: before it runs, the destination
@@ -43,6 +46,7 @@ typedef struct cx_dnnl_exec {
   int n;
   cx_dnnl_arg a[CX_DNNL_MAX_ARGS];
   size_t scratch;           /* bytes: the scratchpad, then the inner buffers */
+  size_t base;              /* where they start in the kernel's scratch (cx_dnnl_exec_reuse) */
   cx_dnnl_acc acc;
 } cx_dnnl_exec;
 
@@ -66,6 +70,14 @@ cx_status cx_dnnl_exec_accumulate(cx_dnnl_exec *e, const cx_node *node,
  * program's weights, core/infer_fuse.h): where it needs a reorder, its buffer in the primitive's
  * layout moves out of scratch into memory of its own, reordered at the first run only. */
 cx_status cx_dnnl_exec_freeze(cx_dnnl_exec *e, const cx_node *node, int arg);
+/* Input argument `arg` of e is the same kernel input, in the same layout and type, as argument
+ * from_arg of `from`, which runs just before e on the same scratch (ConvGrad's dX and dW
+ * primitives both read dY): e reads from's reordered copy instead of reordering its own, and its
+ * own part of the scratch moves past all of from's (e->base). Nothing changes where the two
+ * differ or either reads the input in place. The kernel's scratch is then e->base + e->scratch
+ * bytes at least. */
+cx_status cx_dnnl_exec_reuse(cx_dnnl_exec *e, const cx_node *node, int arg,
+                             const cx_dnnl_exec *from, int from_arg);
 /* Points every memory at this run's buffers, reorders the inputs in (a frozen one at the first
  * run only), runs, reorders the outputs out. */
 cx_status cx_dnnl_exec_run(cx_dnnl_exec *e, const cx_kernel_args *a);
