@@ -95,6 +95,8 @@ struct cx_pipeline {
   cx_cli_export export;
   double temperature, alpha; /* [distill] (its defaults without one) */
   cx_precision teacher_precision; /* [teacher] precision: its forward pass when distilled from */
+  bool teacher_int8;              /* precision = "int8": that pass on the teacher quantized by PTQ
+                                     (teacher_precision is then fp32: the float ops around) */
   const cx_toml *teacher_precision_node;
   cx_cli_prune prune;        /* [prune]'s pruning keys */
   cx_cli_quant quant;        /* [quantize]'s quantization keys */

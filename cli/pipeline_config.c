@@ -152,7 +152,15 @@ cx_status cx_pipeline_read_teacher(cx_pipeline *p, cx_pipeline_stage *s) {
   if (!t) return CX_OK;
   CX_TRY(read_stage(p, s, t, cx_toml_get(t, "train"), NULL));
   s->table = t;
-  p->teacher_precision_node = cx_toml_get(t, "precision");
+  const cx_toml *n = cx_toml_get(t, "precision");
+  const char *v = NULL;
+  p->teacher_precision_node = n;
+  CX_TRY(cx_toml_string(t, "precision", "fp32", &v));
+  p->teacher_int8 = strcmp(v, "int8") == 0;
+  if (p->teacher_int8) return CX_OK;
+  if (strcmp(v, "fp32") != 0 && strcmp(v, "bf16") != 0 && strcmp(v, "fp16") != 0)
+    return cx_toml_fail(n, CX_ERR_FORMAT, "unknown value \"%s\": one of \"fp32\", \"bf16\", "
+                        "\"fp16\", \"int8\" (the teacher's forward pass)", v);
   return cx_train_config_read_precision(t, CX_PRECISION_F32, &p->teacher_precision);
 }
 
@@ -190,6 +198,8 @@ void cx_pipeline_teacher_salt(const cx_pipeline *p, char *buf, size_t size) {
   size_t at = strlen(buf);
   if (p->teacher_precision != CX_PRECISION_F32) /* fp32 keeps the hashes from before the key */
     snprintf(buf + at, size - at, "|teacher_precision=%d", (int)p->teacher_precision);
+  else if (p->teacher_int8)
+    snprintf(buf + at, size - at, "|teacher_int8");
 }
 
 /* [prune]: the training keys and the pruning keys (cli/prune_config.h); it prunes the student,

@@ -5,10 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../export/onnx_export.h"
 #include "../import/onnx.h"
 #include "commands.h"
 #include "pipeline.h"
+#include "quantize_run.h"
 
 #if defined(__has_include)
 #if __has_include("../distill/distill.h")
@@ -21,11 +24,49 @@
 
 bool cx_pipeline_kd_available(void) { return true; }
 
+/* What a stage's distillation holds until its end. */
+typedef struct kd_run {
+  cx_kd *kd;
+  cx_graph *int8; /* the teacher quantized, for [teacher] precision = "int8" */
+} kd_run;
+
+/* [teacher] precision = "int8": the teacher quantized by PTQ with the quantize command's defaults
+ * (per-channel INT8 weights, INT8 activations calibrated on the stage's first training batches
+ * as evaluation preprocesses them), written as QDQ ONNX and read back, so that the INT8
+ * runtime's compile pass (core/quant_fuse.h) fuses it as it fuses any QDQ file. Each process
+ * writes a file of its own (data-parallel ranks calibrate on the same batches, alike) and removes
+ * it. */
+static cx_status teacher_int8(cx_stage_run *r, const cx_graph *teacher, cx_graph **out) {
+  cx_quant_config c = cx_quant_defaults();
+  cx_cli_quant_job j = {.config = &c, .train = (cx_train_config *)&r->s->tc,
+                       .model_name = "teacher"};
+  cx_graph *q = NULL;
+  CX_TRY(cx_cli_quant_ptq(&j, teacher, &q, NULL, NULL));
+  char tmp[CX_CLI_PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s/.teacher_int8.%ld.onnx", r->out, (long)getpid());
+  cx_status s = cx_onnx_export(q, tmp, NULL);
+  cx_graph_free(q);
+  if (s == CX_OK) s = cx_onnx_import(tmp, out, NULL);
+  unlink(tmp);
+  if (s == CX_OK && !r->opts->quiet)
+    printf("%s: the teacher runs in INT8 (PTQ, %s calibration on %d batches of the training "
+           "data)\n", r->s->name, cx_quant_calibrator_name(c.calibrator),
+           (int)c.calibration_batches);
+  return s;
+}
+
 /* Distils with teacher: its outputs are cached in <out>/teacher_cache, keyed by what they depend
  * on (the teacher, the data, the augmentation), so a later stage that sees the same batches reads
  * them back. */
 cx_status cx_pipeline_kd_begin(cx_stage_run *r, const cx_graph *teacher, void **kd_out) {
   cx_train_opts *o = r->opts;
+  kd_run *k = calloc(1, sizeof *k);
+  if (!k) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  *kd_out = k;
+  if (r->p->teacher_int8) {
+    CX_TRY(teacher_int8(r, teacher, &k->int8));
+    teacher = k->int8;
+  }
   char cache[CX_CLI_PATH_MAX];
   snprintf(cache, sizeof cache, "%s/teacher_cache", r->out);
   cx_kd_teacher_spec t = {.graph = teacher, .precision = r->p->teacher_precision, .weight = 1,
@@ -37,20 +78,24 @@ cx_status cx_pipeline_kd_begin(cx_stage_run *r, const cx_graph *teacher, void **
   ko.kd.label_smoothing = o->label_smoothing;
   ko.kd.soft_targets = o->loader.aug.mixup_alpha > 0 || o->loader.aug.cutmix_alpha > 0;
   ko.kd.seed = o->seed;
-  cx_kd *kd = NULL;
-  CX_TRY(cx_kd_open(&ko, o, &kd));
-  *kd_out = kd;
-  cx_train_ext e = cx_kd_extension(kd);
+  CX_TRY(cx_kd_open(&ko, o, &k->kd));
+  cx_train_ext e = cx_kd_extension(k->kd);
   return cx_stage_run_add(r, &e);
 }
 
 cx_status cx_pipeline_kd_end(cx_stage_run *r, void *kd_in) {
-  cx_kd *kd = kd_in;
-  if (!kd) return CX_OK;
-  cx_kd_stats st = cx_kd_get_stats(kd);
-  r->result->teacher_batches += st.teacher_batches;
-  r->result->cached_batches += st.cached_batches;
-  return cx_kd_close(kd);
+  kd_run *k = kd_in;
+  if (!k) return CX_OK;
+  cx_status s = CX_OK;
+  if (k->kd) {
+    cx_kd_stats st = cx_kd_get_stats(k->kd);
+    r->result->teacher_batches += st.teacher_batches;
+    r->result->cached_batches += st.cached_batches;
+    s = cx_kd_close(k->kd);
+  }
+  cx_graph_free(k->int8);
+  free(k);
+  return s;
 }
 
 #else

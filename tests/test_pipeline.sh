@@ -332,6 +332,15 @@ EOF
   run 0 taylor-resumed pipeline "$work/pipe_tay.toml" --out "$r"
   cmp -s "$r/student_pruned.onnx" "$work/taylor_whole.onnx" ||
     fail "taylor-resumed: student_pruned.onnx differs from the uninterrupted run's"
+  # [teacher] precision = "int8": the distillation reruns (another hash) from the teacher
+  # quantized by PTQ, computing its outputs (another teacher, another cache key); the stages
+  # before it stay complete and no temporary file is left behind
+  sed 's/^spec = "resnet20.*"$/&\nprecision = "int8"/' "$work/pipe_kd.toml" >"$work/pipe_kd8.toml"
+  run 0 kd-int8 pipeline "$work/pipe_kd8.toml" --out "$r" --only distill
+  expect_in kd-int8 out "distill: the teacher runs in INT8 (PTQ, "
+  expect_in kd-int8 out "distill: 48 steps"
+  expect_in kd-int8 out "distill: teacher outputs of 48 batches computed, 0 read from the cache"
+  ls "$r"/.teacher_int8.* >/dev/null 2>&1 && fail "kd-int8: a temporary teacher file was left"
 else
   [[ $kd == 1 ]] || fail "kd: exit $kd"
   expect_in kd err "compress pipeline: $work/pipe_kd.toml:39:1: 'distill': knowledge distillation is not available"
@@ -351,7 +360,7 @@ config_error classes 's/resnet20:classes=10/resnet20:classes=5/' "18:8" \
 config_error precision 's/^threads = 1/precision = "int8"/' "5:13" 'one of "fp32", "bf16", "fp16"'
 # [teacher] precision: the teacher's forward pass when distilled from; a CPU has no fp16
 config_error teacher-precision 's/^spec = "resnet20.*"$/&\nprecision = "fp8"/' "19:13" \
-  'one of "fp32", "bf16", "fp16"'
+  'one of "fp32", "bf16", "fp16", "int8"'
 config_error teacher-fp16 's/^spec = "resnet20.*"$/&\nprecision = "fp16"/' "19:13" \
   "fp16 needs a CUDA device"
 config_error precision-fp16 's/^threads = 1/precision = "fp16"/' "5:13" 'fp16 needs a CUDA device'
