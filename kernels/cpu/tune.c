@@ -123,10 +123,10 @@ static void full_key(char *full, size_t n, const char *key) {
 
 bool cx_tune_lookup(const char *key, int *choice) {
   char full[KEY_MAX + MACHINE_MAX + 2];
-  full_key(full, sizeof full, key);
   bool found;
 #pragma omp critical(cx_tune)
   {
+    full_key(full, sizeof full, key);
     found = find(full, choice);
     if (!found && file_lookup(full, choice)) found = true, remember(full, *choice);
   }
@@ -135,9 +135,9 @@ bool cx_tune_lookup(const char *key, int *choice) {
 
 int cx_tune_record(const char *key, int choice) {
   char full[KEY_MAX + MACHINE_MAX + 2];
-  full_key(full, sizeof full, key);
 #pragma omp critical(cx_tune)
   {
+    full_key(full, sizeof full, key);
     int first;
     if (!find(full, &first)) {
       file_append(full, choice);
