@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../core/program.h"
 #include "../distill/distill.h"
@@ -92,7 +93,10 @@ typedef struct conv_case {
   bool winograd; /* with CX_CONV_WINOGRAD=on: everything computed in f32, as Winograd is */
 } conv_case;
 
-static void check_conv(const conv_case *c) {
+/* the f32-choice child (check_f32_choice): every convolution computed in f32 */
+static bool expect_f32;
+
+static cx_graph *conv_graph(const conv_case *c) {
   cx_graph *g = cx_graph_new();
   int in[3] = {oc_param(g, "x", &S(c->n, c->c, c->h, c->w), -1, 1, 1),
                oc_param(g, "w", &S(c->m, c->c / c->group, c->k, c->k), -1, 1, 2),
@@ -103,13 +107,74 @@ static void check_conv(const conv_case *c) {
   int64_t p = c->k / 2;
   cx_node_set_ints(g, node, "pads", (int64_t[]){p, p, p, p}, 4);
   cx_graph_mark_output(g, cx_node_output(g, node, 0));
+  return g;
+}
+
+static void check_conv(const conv_case *c) {
+  cx_graph *g = conv_graph(c);
   /* dB sums dY, which is rounded: it differs too, but may by chance not; only its error counts */
   if (c->winograd) setenv("CX_CONV_WINOGRAD", "on", 1);
-  int r = c->winograd ? EXACT : ROUNDED;
+  int r = c->winograd || expect_f32 ? EXACT : ROUNDED;
   run_both(c->label, g, "conv", r, (const char *const[]){"x", "w", "b", NULL},
-           (const int[]){r, c->wei_f32 || c->winograd ? EXACT : ROUNDED, ANY});
-  setenv("CX_CONV_WINOGRAD", "off", 1);
+           (const int[]){r, c->wei_f32 || r == EXACT ? EXACT : ROUNDED, ANY});
+  if (!expect_f32) setenv("CX_CONV_WINOGRAD", "off", 1);
   cx_graph_free(g);
+}
+
+/* The timing cache's choice reaches the kernel: where it says a bf16 program's convolution is
+ * faster in f32 (kernels/cpu/conv.c, conv_tuned), the program computes exactly what the f32 one
+ * does. This process measures into a fresh cache file, marks every bf16 choice there f32, and runs
+ * itself again (a new process reads the file) to compare. */
+static const conv_case f32_case = {"Conv 1x1 (64 -> 64), f32 by the cache", 2, 64, 7, 7, 64, 1, 1,
+                                   1, false, false};
+
+static int f32_choice_child(const char *cache) {
+  setenv("CX_TIMING_CACHE", cache, 1);
+  unsetenv("CX_CONV_WINOGRAD");
+  expect_f32 = true;
+  check_conv(&f32_case);
+  return fails != 0;
+}
+
+/* Rewrites the cache file with every bf16 line's choice made 2 (f32); the lines changed. */
+static int mark_f32(const char *cache) {
+  char lines[64][600];
+  int n = 0, marked = 0;
+  FILE *f = fopen(cache, "r");
+  while (f && n < 64 && fgets(lines[n], sizeof lines[n], f)) n++;
+  if (f) fclose(f);
+  f = fopen(cache, "w");
+  for (int i = 0; f && i < n; i++) {
+    char *sp = strrchr(lines[i], ' ');
+    if (strstr(lines[i], ",prec=1,") && sp) sprintf(sp, " 2\n"), marked++;
+    fputs(lines[i], f);
+  }
+  if (f) fclose(f);
+  return marked;
+}
+
+static void check_f32_choice(void) {
+  char cache[64], self[1024], cmd[1200];
+  snprintf(cache, sizeof cache, "/tmp/cx-bf16-cache-%d.txt", (int)getpid());
+  unlink(cache);
+  setenv("CX_TIMING_CACHE", cache, 1);
+  unsetenv("CX_CONV_WINOGRAD");
+  cx_graph *g = conv_graph(&f32_case);
+  cx_program *p = NULL;
+  cx_compile_opts co = {.batch = 1, .training = true, .backend = cx_backend_cpu(),
+                        .precision = CX_PRECISION_BF16};
+  CHECK(cx_program_compile(g, &co, &p) == CX_OK, "f32 choice: compile: %s", cx_last_error());
+  cx_program_free(p);
+  cx_graph_free(g);
+  setenv("CX_CONV_WINOGRAD", "off", 1);
+  int marked = mark_f32(cache);
+  CHECK(marked == 2, "f32 choice: %d bf16 choices in %s, not 2 (Conv, ConvGrad)", marked, cache);
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  self[len > 0 ? len : 0] = 0;
+  snprintf(cmd, sizeof cmd, "'%s' --f32-choice '%s'", self, cache);
+  CHECK(len > 0 && system(cmd) == 0, "f32 choice: the bf16 program read from the cache did not "
+        "compute in f32 (%s)", cmd);
+  unlink(cache);
 }
 
 /* Y = X W^T + B (a classifier's Gemm), then MatMul of 3-D by 2-D. */
@@ -275,9 +340,10 @@ static void check_refusals(void) {
   cx_graph_free(g);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--f32-choice") == 0) return f32_choice_child(argv[2]);
   /* The bf16 primitives are what is compared: no convolution here may be measured to f32's
-   * Winograd (kernels/cpu/conv.c, winograd_chosen) but the case that asks for it. */
+   * Winograd or f32 (kernels/cpu/conv.c, conv_tuned) but the case that asks for it. */
   setenv("CX_CONV_WINOGRAD", "off", 1);
   check_refusals();
   const cx_backend *cpu = cx_backend_cpu();
@@ -300,6 +366,7 @@ int main(void) {
   for (size_t i = 0; i < sizeof convs / sizeof *convs; i++) check_conv(&convs[i]);
   check_matmul();
   check_depthwise_stays_f32();
+  check_f32_choice();
   check_resnet_step();
   check_teacher();
   printf("%s: %d failure(s)\n", fails ? "FAIL" : "ok", fails);

@@ -33,8 +33,8 @@
  *   CX_CONV_DW_NHWC=c | dnnl      channels-last depthwise 3x3 weight gradients always / never
  *                                 through conv_depthwise_nhwc.c (default: where oneDNN has no
  *                                 depthwise kernel for the shape)
- *   CX_CONV_WINOGRAD=on | off     Winograd's algorithm wherever it fits / nowhere, instead of the
- *                                 faster of the two as measured (winograd_chosen)
+ *   CX_CONV_WINOGRAD=on | off     nothing measured: Winograd's algorithm wherever it fits /
+ *                                 nowhere, bf16 programs in bf16 (conv_tuned)
  *   CX_CONV_NO_CROP=1             every kernel tap computed, also those that only meet padding
  *                                 (crop_of)
  *
@@ -72,29 +72,8 @@ typedef struct conv_types {
 
 typedef enum { CONV_WRITES_DST, CONV_WRITES_SRC, CONV_WRITES_WEI } conv_dir;
 
-/* Under BF16 a primitive reads bf16 and writes f32 (oneDNN's mixed bf16 convolutions on
- * avx512_core_bf16): operands are rounded on the way in, results and gradients stay f32 for the
- * f32 ops around and the f32 master weights. */
-static conv_types conv_types_for(cx_precision p, conv_dir dir, const cx_conv_geom *g,
-                                 bool winograd) {
-  dnnl_data_type_t in = p == CX_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
-  /* oneDNN 2.6's blocked jit_bf16 backward-weights kernel is pathological on strided
-   * convolutions: 1.9 s against f32's 64 ms for ResNet-20's 3x3 stride-2 layers (batch 128,
-   * 2 threads); its bf16 GEMM path on plain layouts takes 36-47 ms. */
-  bool strided = g->sh > 1 || g->sw > 1;
-  /* nor has it a bf16 depthwise backward-weights kernel for most shapes: its grouped jit_bf16 one
-   * computes a 16x16 block per group (EfficientNet-B0 at 32 px: 15-23 ms a layer, f32 < 1 ms) */
-  if (dir == CONV_WRITES_WEI && g->group > 1 && g->c_in == g->group) in = dnnl_f32;
-  /* oneDNN's Winograd is f32 only: where it is measured faster than the bf16 direct primitive
-   * (winograd_chosen), a bf16 program computes that convolution in f32, more exactly */
-  if (winograd) in = dnnl_f32;
-  return (conv_types){.src = dir == CONV_WRITES_SRC ? dnnl_f32 : in,
-                      .wei = dir == CONV_WRITES_WEI ? dnnl_f32 : in,
-                      .dst = dir == CONV_WRITES_DST ? dnnl_f32 : in,
-                      .plain = in == dnnl_bf16 && dir == CONV_WRITES_WEI && strided,
-                      .winograd = winograd};
-}
-
+typedef struct conv_state conv_state;
+static conv_types conv_types_for(const conv_state *s, const cx_kernel_args *a, conv_dir dir);
 /* The activation tensors one primitive reads or writes in src and dst roles (X or dX, Y or dY). */
 typedef struct conv_io {
   const cx_tensor *src, *dst, *wei;
@@ -104,7 +83,7 @@ typedef struct conv_io {
  * (oneDNN's jit_wino_4x3 / jit_fp32_wino_2x3, AVX-512 only, on blocked layouts): 2.25-4x fewer
  * multiplications, more memory traffic in its transforms. Whether it pays depends on the machine
  * and the shape (docs/ARCHITECTURE.md "Winograd"), so prepare measures both algorithms where it
- * fits (see winograd_chosen), also under bf16, where Winograd computes in f32 (conv_types_for).
+ * fits (see conv_tuned), also under bf16, where Winograd computes in f32 (conv_types_for).
  * Its rounding differs from the direct algorithm's by a few ulps of each sum. */
 static bool winograd_fits(const cx_conv_geom *g) {
   const char *force = getenv("CX_CONV_LAYOUT");
@@ -261,16 +240,42 @@ static cx_status fwd_desc(dnnl_convolution_desc_t *cd, const cx_node *node, cons
 
 typedef enum { PATH_DNNL, PATH_DW_AVX512, PATH_DW_C } conv_path;
 
-typedef struct conv_state {
+struct conv_state {
   cx_conv_geom g;
   conv_path path;
   bool want[3];            /* ConvGrad: dX, dW, dB */
   cx_dnnl_exec fwd, bwd_data, bwd_weights;
   bool winograd;           /* see winograd_fits */
+  bool f32;                /* in a bf16 program, computed in f32: measured faster (conv_tuned) */
   conv_crop crop;          /* the oneDNN primitives' kernel taps (see crop_of) */
   bool own_wgrad;          /* channels-last depthwise dW/dB through conv_depthwise_nhwc.c */
   int threads;             /* its scratch is sized for this many */
-} conv_state;
+};
+
+/* Under BF16 a primitive reads bf16 and writes f32 (oneDNN's mixed bf16 convolutions on
+ * avx512_core_bf16): operands are rounded on the way in, results and gradients stay f32 for the
+ * f32 ops around and the f32 master weights. */
+static conv_types conv_types_for(const conv_state *s, const cx_kernel_args *a, conv_dir dir) {
+  const cx_conv_geom *g = &s->g;
+  bool winograd = s->winograd;
+  dnnl_data_type_t in = a->precision == CX_PRECISION_BF16 && !s->f32 ? dnnl_bf16 : dnnl_f32;
+  /* oneDNN 2.6's blocked jit_bf16 backward-weights kernel is pathological on strided
+   * convolutions: 1.9 s against f32's 64 ms for ResNet-20's 3x3 stride-2 layers (batch 128,
+   * 2 threads); its bf16 GEMM path on plain layouts takes 36-47 ms. */
+  bool strided = g->sh > 1 || g->sw > 1;
+  /* nor has it a bf16 depthwise backward-weights kernel for most shapes: its grouped jit_bf16 one
+   * computes a 16x16 block per group (EfficientNet-B0 at 32 px: 15-23 ms a layer, f32 < 1 ms) */
+  if (dir == CONV_WRITES_WEI && g->group > 1 && g->c_in == g->group) in = dnnl_f32;
+  /* oneDNN's Winograd is f32 only: where it is measured faster than the bf16 direct primitive
+   * (conv_tuned), a bf16 program computes that convolution in f32, more exactly */
+  if (winograd) in = dnnl_f32;
+  return (conv_types){.src = dir == CONV_WRITES_SRC ? dnnl_f32 : in,
+                      .wei = dir == CONV_WRITES_WEI ? dnnl_f32 : in,
+                      .dst = dir == CONV_WRITES_DST ? dnnl_f32 : in,
+                      .plain = in == dnnl_bf16 && dir == CONV_WRITES_WEI && strided,
+                      .winograd = winograd};
+}
+
 
 static void conv_release(void *p) {
   conv_state *s = p;
@@ -379,7 +384,7 @@ static cx_status conv_build_fwd(conv_state *s, const cx_kernel_args *a) {
   bool bias = has_bias(a);
   cx_dnnl_exec *e = &s->fwd;
   conv_io io = {&a->in[0], &a->out[0], &a->in[1]};
-  conv_types t = conv_types_for(a->precision, CONV_WRITES_DST, &s->g, s->winograd);
+  conv_types t = conv_types_for(s, a, CONV_WRITES_DST);
   t.inference = !a->training;
   CX_TRY(mds_init(&m, a->node, &s->g, &s->crop, &io, t));
   CX_TRY(fwd_desc(&cd, a->node, &m, a->training, bias));
@@ -424,7 +429,7 @@ static cx_status grad_hint(dnnl_primitive_desc_t *hint, const cx_kernel_args *a,
   dnnl_engine_t eng = cx_dnnl_engine();
   if (!eng) return CX_ERR_BACKEND;
   CX_TRY(mds_init(&m, a->node, &s->g, &s->crop, io,
-                  conv_types_for(a->precision, CONV_WRITES_DST, &s->g, s->winograd)));
+                  conv_types_for(s, a, CONV_WRITES_DST)));
   CX_TRY(fwd_desc(&cd, a->node, &m, true, bias));
   CX_DNNL(dnnl_primitive_desc_create(hint, &cd, NULL, eng, NULL), a->node);
   return CX_OK;
@@ -438,7 +443,7 @@ static cx_status grad_build_data(conv_state *s, const cx_kernel_args *a) {
   cx_dnnl_exec *e = &s->bwd_data;
   conv_io io = {&a->out[0], &a->in[0], &a->in[2]};
   CX_TRY(mds_init(m, a->node, &s->g, &s->crop, &io,
-                  conv_types_for(a->precision, CONV_WRITES_SRC, &s->g, s->winograd)));
+                  conv_types_for(s, a, CONV_WRITES_SRC)));
   CX_DNNL(dnnl_dilated_convolution_backward_data_desc_init(&cd, m->alg, &m->src,
                                                            &m->wei, &m->dst, m->strides,
                                                            m->dilates, m->pad_l, m->pad_r),
@@ -463,7 +468,7 @@ static cx_status grad_build_weights(conv_state *s, const cx_kernel_args *a) {
   cx_dnnl_exec *e = &s->bwd_weights;
   conv_io io = {&a->in[1], &a->in[0], &a->out[1]};
   CX_TRY(mds_init(m, a->node, &s->g, &s->crop, &io,
-                  conv_types_for(a->precision, CONV_WRITES_WEI, &s->g, s->winograd)));
+                  conv_types_for(s, a, CONV_WRITES_WEI)));
   CX_DNNL(dnnl_dilated_convolution_backward_weights_desc_init(
               &cd, m->alg, &m->src, &m->wei, db ? &m->bias : NULL, &m->dst,
               m->strides, m->dilates, m->pad_l, m->pad_r),
@@ -580,13 +585,16 @@ static conv_state *state_for(const cx_kernel_args *a, const conv_kind *k, cx_sta
   return s;
 }
 
-/* The node's primitives, with Winograd's algorithm where `wino` and it fits; NULL after an error,
- * which is in *st. */
-static conv_state *state_built(const cx_kernel_args *a, const conv_kind *k, bool wino,
+/* An algorithm: Winograd's where it fits (else direct), and, in a bf16 program, f32 operands. */
+enum { ALGO_WINOGRAD = 1, ALGO_F32 = 2 };
+
+/* The node's primitives with algorithm `algo`; NULL after an error, which is in *st. */
+static conv_state *state_built(const cx_kernel_args *a, const conv_kind *k, int algo,
                                cx_status *st) {
   conv_state *s = state_for(a, k, st);
   if (!s) return NULL;
-  s->winograd = s->winograd && wino;
+  s->winograd = s->winograd && (algo & ALGO_WINOGRAD);
+  s->f32 = (algo & ALGO_F32) != 0;
   *st = s->path == PATH_DNNL ? build_or_direct(s, a, k->build) : CX_OK;
   if (*st == CX_OK) return s;
   conv_release(s);
@@ -603,45 +611,54 @@ static void conv_key(const cx_kernel_args *a, const conv_state *s, char *key, si
   }
   const cx_conv_geom *g = &s->g;
   snprintf(key, n,
-           "conv-winograd:%s,want=%d%d%d,train=%d,prec=%d,threads=%d,layouts=%s,"
-           "x=%ldx%ldx%ldx%ld,w=%ldx%ldx%ld,group=%ld,pads=%ld.%ld.%ld.%ld",
+           "conv-algorithm:%s,want=%d%d%d,train=%d,prec=%d,threads=%d,layouts=%s,"
+           "x=%ldx%ldx%ldx%ld,w=%ldx%ldx%ld,group=%ld,strides=%ld.%ld,dil=%ld.%ld,"
+           "pads=%ld.%ld.%ld.%ld",
            a->node->op->name, s->want[0], s->want[1], s->want[2], a->training, (int)a->precision,
            omp_get_max_threads(), lay, (long)g->n, (long)g->c_in, (long)g->h, (long)g->w,
-           (long)g->c_out, (long)g->kh, (long)g->kw, (long)g->group, (long)g->pt, (long)g->pl,
-           (long)g->pb, (long)g->pr);
+           (long)g->c_out, (long)g->kh, (long)g->kw, (long)g->group, (long)g->sh, (long)g->sw,
+           (long)g->dh, (long)g->dw, (long)g->pt, (long)g->pl, (long)g->pb, (long)g->pr);
 }
 
-/* Winograd or the direct algorithm where Winograd fits: CX_CONV_WINOGRAD=on|off forces one;
- * otherwise both are measured, once per shape on this machine (kernels/cpu/tune.h), and the
- * faster is kept. On the AMD EPYC (Zen 4) these kernels were first measured on, Winograd won on
- * every ResNet layer; on a Zen 5 it loses the 16-channel layers at 32x32 and the backward pass
- * of the 32-channel ones, and wins the rest (ARCHITECTURE.md). */
-static cx_status winograd_chosen(const cx_kernel_args *a, const conv_kind *k, const conv_state *s,
-                                 bool *wino) {
+/* The algorithm of a oneDNN convolution, measured once per shape on this machine
+ * (kernels/cpu/tune.h) among its candidates, the faster kept: the direct algorithm; Winograd's
+ * where it fits; and in a bf16 program also the f32 direct primitive (more exact, and where it is
+ * faster, as for 1x1 convolutions whose operands' f32 -> bf16 reorders cost more than bf16 saves,
+ * nothing is lost). On the AMD EPYC (Zen 4) these kernels were first measured on, Winograd won
+ * on every ResNet layer; on a Zen 5 it loses the 16-channel layers at 32x32 and the backward pass
+ * of the 32-channel ones, and wins the rest (ARCHITECTURE.md). CX_CONV_WINOGRAD=on|off measures
+ * nothing: Winograd wherever it fits, or nowhere, and a bf16 program's convolutions in bf16. */
+static cx_status conv_tuned(const cx_kernel_args *a, const conv_kind *k, const conv_state *s,
+                            int *algo) {
   const char *env = getenv("CX_CONV_WINOGRAD");
   if (env && (strcmp(env, "on") == 0 || strcmp(env, "off") == 0)) {
-    *wino = strcmp(env, "on") == 0;
+    *algo = strcmp(env, "on") == 0 ? ALGO_WINOGRAD : 0;
     return CX_OK;
   }
+  bool bf16 = a->precision == CX_PRECISION_BF16;
+  *algo = 0;
+  if (!s->winograd && !bf16) return CX_OK; /* one candidate */
   char key[400];
-  int choice;
   conv_key(a, s, key, sizeof key);
-  if (cx_tune_lookup(key, &choice)) {
-    *wino = choice == 1;
-    return CX_OK;
-  }
-  double ms[2];
-  for (int w = 0; w < 2; w++) {
+  if (cx_tune_lookup(key, algo)) return CX_OK;
+  int cand[3], n = 0;
+  cand[n++] = 0;
+  if (s->winograd) cand[n++] = ALGO_WINOGRAD; /* f32 in any program */
+  if (bf16) cand[n++] = ALGO_F32;
+  double best = 1e300;
+  for (int i = 0; i < n; i++) {
     cx_status st;
-    conv_state *c = state_built(a, k, w, &st);
+    conv_state *c = state_built(a, k, cand[i], &st);
     if (!c) return st;
-    /* oneDNN declined Winograd for this shape: direct it is */
-    ms[w] = 1e300;
-    if (w == 0 || c->winograd) st = cx_tune_time(a, k->run, c, k->scratch(c), &ms[w]);
+    double ms = 1e300;
+    /* where oneDNN declined Winograd for the shape, that candidate is the direct one again */
+    if (!(cand[i] & ALGO_WINOGRAD) || c->winograd)
+      st = cx_tune_time(a, k->run, c, k->scratch(c), &ms);
     conv_release(c);
     CX_TRY(st);
+    if (ms < best) best = ms, *algo = cand[i];
   }
-  *wino = cx_tune_record(key, ms[1] < ms[0]) == 1;
+  *algo = cx_tune_record(key, *algo);
   return CX_OK;
 }
 
@@ -650,11 +667,11 @@ static cx_status prepare(const cx_kernel_args *a, const conv_kind *k, void **sta
   cx_status st;
   conv_state *probe = state_for(a, k, &st);
   if (!probe) return st;
-  bool wino = probe->path == PATH_DNNL && probe->winograd;
-  if (wino) st = winograd_chosen(a, k, probe, &wino);
+  int algo = 0;
+  st = probe->path == PATH_DNNL ? conv_tuned(a, k, probe, &algo) : CX_OK;
   conv_release(probe);
   CX_TRY(st);
-  conv_state *s = state_built(a, k, wino, &st);
+  conv_state *s = state_built(a, k, algo, &st);
   if (!s) return st;
   *state = s;
   *scratch = k->scratch(s);
