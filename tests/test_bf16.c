@@ -89,11 +89,10 @@ done:
 typedef struct conv_case {
   const char *label;
   int64_t n, c, h, w, m, k, group, stride;
-  bool wei_f32;  /* dW computed in f32 (depthwise: kernels/cpu/conv.c, conv_types_for) */
-  bool winograd; /* with CX_CONV_WINOGRAD=on: everything computed in f32, as Winograd is */
+  bool wei_f32; /* dW computed in f32 (depthwise: kernels/cpu/conv.c, conv_types_for) */
 } conv_case;
 
-/* the f32-choice child (check_f32_choice): every convolution computed in f32 */
+/* the child of check_cached_choice: every convolution computed in f32 */
 static bool expect_f32;
 
 static cx_graph *conv_graph(const conv_case *c) {
@@ -113,31 +112,36 @@ static cx_graph *conv_graph(const conv_case *c) {
 static void check_conv(const conv_case *c) {
   cx_graph *g = conv_graph(c);
   /* dB sums dY, which is rounded: it differs too, but may by chance not; only its error counts */
-  if (c->winograd) setenv("CX_CONV_WINOGRAD", "on", 1);
-  int r = c->winograd || expect_f32 ? EXACT : ROUNDED;
+  int r = expect_f32 ? EXACT : ROUNDED;
   run_both(c->label, g, "conv", r, (const char *const[]){"x", "w", "b", NULL},
            (const int[]){r, c->wei_f32 || r == EXACT ? EXACT : ROUNDED, ANY});
-  if (!expect_f32) setenv("CX_CONV_WINOGRAD", "off", 1);
   cx_graph_free(g);
 }
 
 /* The timing cache's choice reaches the kernel: where it says a bf16 program's convolution is
- * faster in f32 (kernels/cpu/conv.c, conv_tuned), the program computes exactly what the f32 one
- * does. This process measures into a fresh cache file, marks every bf16 choice there f32, and runs
- * itself again (a new process reads the file) to compare. */
-static const conv_case f32_case = {"Conv 1x1 (64 -> 64), f32 by the cache", 2, 64, 7, 7, 64, 1, 1,
-                                   1, false, false};
+ * faster in f32 (kernels/cpu/conv.c, conv_tuned: 2, the direct f32 primitive; 1, f32 Winograd),
+ * the program computes exactly what the f32 one does (which, under CX_CONV_WINOGRAD=on, is
+ * Winograd where it fits). This process measures into a fresh cache file, sets every bf16 choice
+ * there, and runs itself again (a new process reads the file) to compare. */
+static const struct {
+  conv_case c;
+  int choice;
+} cached[] = {
+    {{"Conv 1x1 (64 -> 64), f32 by the cache", 2, 64, 7, 7, 64, 1, 1, 1, false}, 2},
+    {{"Conv 3x3, f32 Winograd by the cache", 2, 16, 12, 12, 24, 3, 1, 1, false}, 1},
+};
 
-static int f32_choice_child(const char *cache) {
+static int cached_choice_child(const char *cache, int i) {
   setenv("CX_TIMING_CACHE", cache, 1);
   unsetenv("CX_CONV_WINOGRAD");
   expect_f32 = true;
-  check_conv(&f32_case);
+  check_conv(&cached[i].c);
   return fails != 0;
 }
 
-/* Rewrites the cache file with every bf16 line's choice made 2 (f32); the lines changed. */
-static int mark_f32(const char *cache) {
+/* Rewrites the cache file: each bf16 line's choice `choice`, each f32 line's its Winograd part
+ * (so that the f32 reference computes as the bf16 program does); the lines changed. */
+static int mark(const char *cache, int choice) {
   char lines[64][600];
   int n = 0, marked = 0;
   FILE *f = fopen(cache, "r");
@@ -146,34 +150,38 @@ static int mark_f32(const char *cache) {
   f = fopen(cache, "w");
   for (int i = 0; f && i < n; i++) {
     char *sp = strrchr(lines[i], ' ');
-    if (strstr(lines[i], ",prec=1,") && sp) sprintf(sp, " 2\n"), marked++;
+    bool bf16 = strstr(lines[i], ",prec=1,") != NULL;
+    if (sp) sprintf(sp, " %d\n", bf16 ? choice : choice & 1), marked++;
     fputs(lines[i], f);
   }
   if (f) fclose(f);
   return marked;
 }
 
-static void check_f32_choice(void) {
+static void check_cached_choice(int i) {
   char cache[64], self[1024], cmd[1200];
   snprintf(cache, sizeof cache, "/tmp/cx-bf16-cache-%d.txt", (int)getpid());
   unlink(cache);
   setenv("CX_TIMING_CACHE", cache, 1);
   unsetenv("CX_CONV_WINOGRAD");
-  cx_graph *g = conv_graph(&f32_case);
-  cx_program *p = NULL;
-  cx_compile_opts co = {.batch = 1, .training = true, .backend = cx_backend_cpu(),
-                        .precision = CX_PRECISION_BF16};
-  CHECK(cx_program_compile(g, &co, &p) == CX_OK, "f32 choice: compile: %s", cx_last_error());
-  cx_program_free(p);
+  cx_graph *g = conv_graph(&cached[i].c);
+  for (int k = 0; k < 2; k++) { /* the bf16 program and the f32 one measure into the file */
+    cx_program *p = NULL;
+    cx_compile_opts co = {.batch = 1, .training = true, .backend = cx_backend_cpu(),
+                          .precision = k ? CX_PRECISION_BF16 : CX_PRECISION_F32};
+    CHECK(cx_program_compile(g, &co, &p) == CX_OK, "%s: compile: %s", cached[i].c.label,
+          cx_last_error());
+    cx_program_free(p);
+  }
   cx_graph_free(g);
   setenv("CX_CONV_WINOGRAD", "off", 1);
-  int marked = mark_f32(cache);
-  CHECK(marked == 2, "f32 choice: %d bf16 choices in %s, not 2 (Conv, ConvGrad)", marked, cache);
+  int marked = mark(cache, cached[i].choice), want = i ? 4 : 2; /* Conv, ConvGrad per precision */
+  CHECK(marked == want, "%s: %d choices in %s, not %d", cached[i].c.label, marked, cache, want);
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   self[len > 0 ? len : 0] = 0;
-  snprintf(cmd, sizeof cmd, "'%s' --f32-choice '%s'", self, cache);
-  CHECK(len > 0 && system(cmd) == 0, "f32 choice: the bf16 program read from the cache did not "
-        "compute in f32 (%s)", cmd);
+  snprintf(cmd, sizeof cmd, "'%s' --cached-choice '%s' %d", self, cache, i);
+  CHECK(len > 0 && system(cmd) == 0, "%s: the bf16 program did not compute as the cache says "
+        "(%s)", cached[i].c.label, cmd);
   unlink(cache);
 }
 
@@ -341,7 +349,8 @@ static void check_refusals(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 3 && strcmp(argv[1], "--f32-choice") == 0) return f32_choice_child(argv[2]);
+  if (argc == 4 && strcmp(argv[1], "--cached-choice") == 0)
+    return cached_choice_child(argv[2], atoi(argv[3]) != 0);
   /* The bf16 primitives are what is compared: no convolution here may be measured to f32's
    * Winograd or f32 (kernels/cpu/conv.c, conv_tuned) but the case that asks for it. */
   setenv("CX_CONV_WINOGRAD", "off", 1);
@@ -354,19 +363,19 @@ int main(int argc, char **argv) {
     return fails != 0 ? 1 : 77;
   }
   static const conv_case convs[] = {
-      {"Conv 3x3", 2, 16, 12, 12, 24, 3, 1, 1, false, false},
-      {"Conv 1x1 (64 -> 64)", 2, 64, 7, 7, 64, 1, 1, 1, false, false},
-      {"Conv 1x1 (8 -> 24)", 2, 8, 7, 7, 24, 1, 1, 1, false, false},
-      {"Conv 3x3 group 4", 2, 16, 10, 10, 32, 3, 4, 1, false, false},
-      {"Conv 3x3 stride 2", 2, 16, 13, 13, 32, 3, 1, 2, false, false},
-      {"Conv 1x1 stride 2", 2, 32, 14, 14, 64, 1, 1, 2, false, false},
-      {"Conv 5x5 depthwise stride 2", 2, 32, 8, 8, 32, 5, 32, 2, true, false},
-      {"Conv 3x3 Winograd (f32)", 2, 16, 12, 12, 24, 3, 1, 1, false, true},
+      {"Conv 3x3", 2, 16, 12, 12, 24, 3, 1, 1, false},
+      {"Conv 1x1 (64 -> 64)", 2, 64, 7, 7, 64, 1, 1, 1, false},
+      {"Conv 1x1 (8 -> 24)", 2, 8, 7, 7, 24, 1, 1, 1, false},
+      {"Conv 3x3 group 4", 2, 16, 10, 10, 32, 3, 4, 1, false},
+      {"Conv 3x3 stride 2", 2, 16, 13, 13, 32, 3, 1, 2, false},
+      {"Conv 1x1 stride 2", 2, 32, 14, 14, 64, 1, 1, 2, false},
+      {"Conv 5x5 depthwise stride 2", 2, 32, 8, 8, 32, 5, 32, 2, true},
   };
   for (size_t i = 0; i < sizeof convs / sizeof *convs; i++) check_conv(&convs[i]);
   check_matmul();
   check_depthwise_stays_f32();
-  check_f32_choice();
+  check_cached_choice(0);
+  check_cached_choice(1);
   check_resnet_step();
   check_teacher();
   printf("%s: %d failure(s)\n", fails ? "FAIL" : "ok", fails);

@@ -632,7 +632,7 @@ static cx_status conv_tuned(const cx_kernel_args *a, const conv_kind *k, const c
                             int *algo) {
   const char *env = getenv("CX_CONV_WINOGRAD");
   if (env && (strcmp(env, "on") == 0 || strcmp(env, "off") == 0)) {
-    *algo = strcmp(env, "on") == 0 ? ALGO_WINOGRAD : 0;
+    *algo = strcmp(env, "on") == 0 && a->precision != CX_PRECISION_BF16 ? ALGO_WINOGRAD : 0;
     return CX_OK;
   }
   bool bf16 = a->precision == CX_PRECISION_BF16;
