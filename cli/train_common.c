@@ -85,7 +85,7 @@ static void keep_error(cx_cli_sinks *k, cx_status s) {
  * with the stage, since a TensorBoard scalar has a tag and nothing else). */
 static void write_all(cx_cli_sinks *k, int64_t step, int64_t epoch, int n,
                       const char *const *names, const char *const *tags, const double *v) {
-  enum { MAX = 12 };
+  enum { MAX = 16 };
   char tbuf[MAX][80];
   const char *tp[MAX];
   if (n > MAX) n = MAX;
@@ -101,18 +101,31 @@ static void write_all(cx_cli_sinks *k, int64_t step, int64_t epoch, int n,
   keep_error(k, cx_tb_add_scalars(k->tb, step, n, tp, v));
 }
 
+/* A logged step's line: what every run has, then the loss scale and skipped steps when the loss
+ * is scaled, then the GPU's figures when the backend reports a device (the CPU's lines keep
+ * their keys). */
 static void on_step(void *user, const cx_train_step_info *s) {
-  static const char *const names[] = {"loss", "lr", "grad_norm", "accuracy", "images_per_s",
-                                      "data_wait", "peak_memory_mb", "loss_scale",
-                                      "skipped_steps"};
-  static const char *const tags[] = {"train/loss", "train/lr", "train/grad_norm",
-                                     "train/accuracy", "train/images_per_s", "train/data_wait",
-                                     "train/peak_memory_mb", "train/loss_scale",
-                                     "train/skipped_steps"};
-  double v[] = {s->loss, s->lr, s->grad_norm, s->accuracy, s->images_per_s, s->data_wait_s,
-                s->peak_memory_mb, s->loss_scale, (double)s->skipped_steps};
-  /* the loss scale and skipped steps only when the loss is scaled */
-  write_all(user, s->step, s->epoch, s->loss_scale > 0 ? 9 : 7, names, tags, v);
+  enum { N = 14 };
+  const char *names[N] = {"loss", "lr", "grad_norm", "accuracy", "images_per_s", "data_wait",
+                          "peak_memory_mb"};
+  const char *tags[N] = {"train/loss", "train/lr", "train/grad_norm", "train/accuracy",
+                         "train/images_per_s", "train/data_wait", "train/peak_memory_mb"};
+  double v[N] = {s->loss, s->lr, s->grad_norm, s->accuracy, s->images_per_s, s->data_wait_s,
+                 s->peak_memory_mb};
+  int n = 7;
+#define PUT(name, value) (names[n] = name, tags[n] = "train/" name, v[n++] = (value))
+  if (s->loss_scale > 0) {
+    PUT("loss_scale", s->loss_scale);
+    PUT("skipped_steps", (double)s->skipped_steps);
+  }
+  if (s->device) {
+    if (s->device_util >= 0) PUT("gpu_util", s->device_util);
+    PUT("gpu_memory_used_mb", s->device_memory_used_mb);
+    PUT("gpu_memory_total_mb", s->device_memory_total_mb);
+    PUT("gpu_plan_mb", s->device_plan_mb);
+  }
+#undef PUT
+  write_all(user, s->step, s->epoch, n, names, tags, v);
 }
 
 static void on_epoch(void *user, int64_t epoch, int64_t step, const cx_eval_result *val) {

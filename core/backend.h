@@ -10,6 +10,13 @@
  * change. */
 
 typedef struct cx_stream cx_stream; /* opaque per backend; NULL on the CPU */
+typedef struct cx_event cx_event;   /* a marker queued on a stream (profiling); per backend */
+
+/* What a device holds and does now (monitoring: the trainer's progress line and metrics). */
+typedef struct cx_device_stats {
+  int util_percent;           /* share of the last sample period a kernel ran; -1: unknown */
+  size_t mem_used, mem_total; /* bytes of device memory, every process's */
+} cx_device_stats;
 
 /* The arithmetic a kernel may use. Tensors between ops stay f32 (master weights, BN statistics
  * and losses in f32 too); under BF16 (or F16) the kernels that profit (convolution, matmul) round
@@ -126,6 +133,15 @@ typedef struct cx_backend {
    * kernels and copies are queued on, one per program. */
   cx_status (*stream_create)(cx_stream **out);
   void (*stream_free)(cx_stream *s);
+  /* Optional (NULL on the CPU, whose nodes the host clock times): events for timing work on a
+   * stream without waiting for it (core/node_timer.h). record queues e on s; elapsed gives the
+   * seconds between two events recorded on one stream, waiting for `to` to be reached. */
+  cx_status (*event_create)(cx_event **out);
+  cx_status (*event_record)(cx_event *e, cx_stream *s);
+  cx_status (*event_elapsed)(cx_event *from, cx_event *to, double *seconds);
+  void (*event_free)(cx_event *e);
+  /* Optional (NULL on the CPU): the device's utilization and memory now. */
+  cx_status (*device_stats)(const struct cx_backend *b, cx_device_stats *out);
 } cx_backend;
 
 /* Host access to backend memory, finished when they return (copy_async, then sync): the only way

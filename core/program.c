@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "autodiff.h"
 #include "fuse.h"
@@ -13,6 +12,7 @@
 #include "infer_fuse.h"
 #include "infer_patterns.h"
 #include "layout.h"
+#include "node_timer.h"
 #include "op.h"
 #include "plan.h"
 #include "quant_fuse.h"
@@ -47,7 +47,7 @@ struct cx_program {
   void *hook_user;
   cx_replicas replicas; /* count 0: none set */
   bool local_only;      /* diagnosing one replica's step: no collective calls */
-  cx_node_timing *timing; /* by node, while profiling */
+  cx_node_timer *timer; /* while profiling */
   int *key_node;          /* by node: the node whose RNG key it uses (recomputed clones); or NULL */
 };
 
@@ -563,41 +563,36 @@ void cx_program_free(cx_program *p) {
   free(p->param_value);
   free(p->grad_value);
   free(p->grad_ready_at);
-  free(p->timing);
+  cx_node_timer_free(p->timer);
   free(p->key_node);
   cx_graph_free(p->g);
   free(p);
 }
 
-static double now_seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static cx_status run_node(cx_program *p, int i) {
   cx_kernel_args a = node_args(p, i);
-  double t0 = p->timing ? now_seconds() : 0;
-  cx_status s = p->kernel[i]->run(&a);
-  /* a stream backend's kernel returns once queued: while profiling, each node is waited for so
-   * that its time is its own */
-  if (p->timing && p->stream && s == CX_OK) s = p->be->sync(p->stream);
-  if (p->timing) {
-    cx_node_timing *t = &p->timing[i];
-    t->last_start = t0;
-    t->last = now_seconds() - t0;
-    t->total += t->last;
-    t->calls++;
+  cx_status s = p->timer ? cx_node_timer_begin(p->timer, i) : CX_OK;
+  if (s == CX_OK) s = p->kernel[i]->run(&a);
+  if (p->timer) {
+    cx_status e = cx_node_timer_end(p->timer, i, s == CX_OK);
+    if (s == CX_OK) s = e;
   }
   if (s != CX_OK && !strstr(cx_last_error(), p->g->nodes[i].name))
     cx_error_prefix("node '%s' (%s)", p->g->nodes[i].name, p->g->nodes[i].op->name);
   return s;
 }
 
+/* While profiling on a stream: the step's node times are read once, at its end (an inference
+ * program's forward pass, a training program's backward pass). */
+static cx_status step_done(cx_program *p) {
+  return p->timer ? cx_node_timer_resolve(p->timer) : CX_OK;
+}
+
 cx_status cx_program_forward(cx_program *p) {
   for (int i = 0; i < p->n_fwd; i++) CX_TRY(run_node(p, i));
-  if (!p->training) p->step++;
-  return CX_OK;
+  if (p->training) return CX_OK;
+  p->step++;
+  return step_done(p);
 }
 
 cx_status cx_program_backward(cx_program *p) {
@@ -612,7 +607,7 @@ cx_status cx_program_backward(cx_program *p) {
     if (p->grad_ready_at[k] < 0)
       p->hook(p->hook_user, k, &p->t[p->param_value[k]], &p->t[p->grad_value[k]]);
   p->step++;
-  return CX_OK;
+  return step_done(p);
 }
 
 uint64_t cx_program_step(const cx_program *p) { return p->step; }
@@ -700,6 +695,10 @@ cx_status cx_program_copy_params(cx_program *dst, const cx_program *src) {
 
 cx_memory_plan cx_program_memory(const cx_program *p) { return p->mem; }
 
+size_t cx_program_device_bytes(const cx_program *p) {
+  return p->mem.arena_bytes + p->mem.persistent_bytes + p->mem.scratch_bytes;
+}
+
 int cx_program_buffers(const cx_program *p, const cx_buffer_info **out) {
   *out = p->bufs;
   return p->n_bufs;
@@ -731,12 +730,15 @@ void cx_program_print(const cx_program *p, FILE *f) {
             m->arena_no_recompute_bytes / 1048576.0);
 }
 
-void cx_program_set_profiling(cx_program *p, bool on) {
-  free(p->timing);
-  p->timing = on ? calloc((size_t)p->g->n_nodes + 1, sizeof *p->timing) : NULL;
+cx_status cx_program_set_profiling(cx_program *p, bool on) {
+  cx_node_timer_free(p->timer);
+  p->timer = NULL;
+  return on ? cx_node_timer_create(p->be, p->stream, p->g->n_nodes, &p->timer) : CX_OK;
 }
 
-const cx_node_timing *cx_program_timings(const cx_program *p) { return p->timing; }
+const cx_node_timing *cx_program_timings(const cx_program *p) {
+  return p->timer ? cx_node_timer_table(p->timer) : NULL;
+}
 
 /* Whether an f32 tensor of the program is finite, read back through the backend (its memory
  * may be a device's); a tensor that cannot be read counts as finite. */

@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "graph.h"
+#include "node_timer.h"
 
 /* A graph compiled for one batch size: shapes inferred, backward nodes added (training), a
  * topological schedule, and a liveness-based memory plan that places every activation and
@@ -92,6 +93,9 @@ typedef struct cx_memory_plan {
 } cx_memory_plan;
 
 cx_memory_plan cx_program_memory(const cx_program *p);
+/* What the plan allocated on the program's backend at compile time, in bytes: the arena, the
+ * persistent values and the scratch (device memory on a GPU: the progress line's "plan"). */
+size_t cx_program_device_bytes(const cx_program *p);
 /* Every arena buffer with its offset and live range, for checks and `--verbose` output. */
 typedef struct cx_buffer_info {
   int value;
@@ -109,12 +113,11 @@ const cx_tensor *cx_program_value_tensor(const cx_program *p, int value);
 int cx_program_channels_last_count(const cx_program *p);
 void cx_program_print(const cx_program *p, FILE *f);
 
-/* Per-node timing (seconds), kept while profiling is on; indexed like cx_program_graph's nodes. */
-typedef struct cx_node_timing {
-  double total, last, last_start; /* last_start: CLOCK_MONOTONIC seconds */
-  int64_t calls;
-} cx_node_timing;
-void cx_program_set_profiling(cx_program *p, bool on);
+/* Per-node timing (seconds, core/node_timer.h), kept while profiling is on; indexed like
+ * cx_program_graph's nodes. Switching it on or off starts the table afresh; on a stream backend
+ * it makes two events per node (and can fail). On a stream the table is complete after each
+ * step: an inference program's forward pass, a training program's backward pass. */
+cx_status cx_program_set_profiling(cx_program *p, bool on);
 const cx_node_timing *cx_program_timings(const cx_program *p); /* NULL when off */
 
 /* After a step produced NaN or Inf: re-runs it node by node and writes into msg which node first

@@ -25,7 +25,7 @@ mode=${1:-}
 tests=(test_ops_activation test_ops_compare test_ops_conv test_ops_eltwise test_ops_gather
        test_ops_layer_norm test_ops_linear test_ops_loss test_ops_norm test_ops_optim test_ops_pool
        test_ops_quant test_ops_reduce test_ops_select test_ops_shape test_compose
-       test_cuda_coverage)
+       test_cuda_coverage test_cuda_monitor)
 
 prepare() {
   set -e
@@ -69,7 +69,7 @@ run() {
   local t rc failed=0 logs=$root/logs
   mkdir -p "$logs"
   for t in "${tests[@]}"; do
-    [ "$t" = test_compose ] && continue
+    [ "$t" = test_compose ] || [ "$t" = test_cuda_monitor ] && continue
     CX_TEST_BACKEND=cuda timeout 120 "$root/bin/$t" > "$logs/$t.txt" 2>&1; rc=$?
     echo "$t: rc $rc, $(grep -c '^ok' "$logs/$t.txt") ok, $(grep -c '^FAIL' "$logs/$t.txt") FAIL, $(grep -c '^not on' "$logs/$t.txt") not on cuda"
     grep -E '^FAIL|^skipped|^not on' "$logs/$t.txt" | head -30
@@ -78,6 +78,13 @@ run() {
   done
   timeout 180 "$root/bin/test_compose" cuda > "$logs/test_compose_cuda.txt" 2>&1; rc=$?
   echo "test_compose cuda: rc $rc"; grep -v '^$' "$logs/test_compose_cuda.txt" | tail -12
+  [ $rc -ne 0 ] && failed=$((failed + 1))
+  timeout 120 "$root/bin/test_cuda_monitor" gpu > "$logs/test_cuda_monitor_gpu.txt" 2>&1; rc=$?
+  echo "test_cuda_monitor gpu: rc $rc"; grep -v '^$' "$logs/test_cuda_monitor_gpu.txt" | tail -20
+  [ $rc -ne 0 ] && failed=$((failed + 1))
+  echo "== compress profile --device cuda (CUDA events per node, Chrome trace)"
+  timeout 120 "$root/bin/compress" profile resnet20:input=3x32x32 --training --device cuda \
+    --batch 128 --steps 5 --top 8 --trace "$root/profile_trace.json" 2>&1 | tail -24; rc=$?
   [ $rc -ne 0 ] && failed=$((failed + 1))
   echo "== training throughput, 3x224x224, batch ${CX_GPU_BATCH:-256}: compress vs PyTorch (channels_last, autocast)"
   local m p
@@ -100,6 +107,8 @@ run() {
        --out "$ex/run") > "$out/pipeline.txt" 2>&1
   rc=$?
   echo "pipeline: rc $rc"; tail -25 "$out/pipeline.txt"
+  echo "GPU monitoring: $(grep -m1 -o ' GPU [^E]*' "$out/pipeline.txt")"
+  grep -m1 gpu_memory_used_mb "$ex/run/metrics.jsonl"
   [ -f "$ex/run/report.md" ] && cp "$ex/run/report.md" "$out/report.md"
   [ $rc -ne 0 ] && failed=$((failed + 1))
   echo "== $failed CUDA check(s) failed"

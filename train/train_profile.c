@@ -23,7 +23,7 @@ void cx_train_profiler_init(cx_train_profiler *tp, int64_t after, int64_t steps,
 
 cx_status cx_train_profiler_begin(cx_train_profiler *tp, cx_program *p, int64_t step) {
   if (!tp->first || step != tp->first) return CX_OK;
-  cx_program_set_profiling(p, true);
+  CX_TRY(cx_program_set_profiling(p, true));
   tp->on = true;
   tp->data_s = tp->optim_s = 0;
   return tp->trace_path ? cx_trace_create(&tp->trace) : CX_OK;

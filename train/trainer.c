@@ -101,6 +101,7 @@ typedef struct run {
   cx_ema *ema; /* NULL: no average kept */
   double ema_updates;
   cx_tensor ema_updates_t;
+  bool device_off; /* the backend's device_stats failed once: no more GPU figures */
 } run;
 
 /* ---- setup ---- */
@@ -641,6 +642,10 @@ static cx_status apply_update(run *r, bool logged, double *grad_norm, float *lr,
   CX_TRY(cx_optimizer_step(r->opt, g, *lr));
   CX_TRY(after_update(r, true));
   if (r->ema) CX_TRY(cx_ema_update(r->ema, r->ck.at));
+  /* while profiling on a stream backend the update is waited for, so that its row is its time
+   * rather than the time to queue it */
+  if (r->prof.on && cx_program_stream(r->train))
+    CX_TRY(cx_program_backend(r->train)->sync(cx_program_stream(r->train)));
   return cx_train_profiler_host(&r->prof, CX_TRAIN_PROFILE_OPTIMIZER, t0, now() - t0, r->step + 1);
 }
 
@@ -701,6 +706,22 @@ static void format_duration(double s, char *buf, size_t size) {
   else snprintf(buf, size, "%lds", t);
 }
 
+/* "GPU 87% 3.21/79.19 GiB (plan 1.52 GiB)": what the backend's device is doing, after the CPU
+ * figures (nothing when the backend reports no device). A plan under a GiB is in MiB. */
+static void progress_device(run *r, const cx_train_step_info *s, bool bar) {
+  if (!s->device) return;
+  fputs(bar ? " GPU" : "  GPU", r->log);
+  if (s->device_util >= 0) fprintf(r->log, " %d%%", s->device_util);
+  if (bar) {
+    fprintf(r->log, " %.1fG", s->device_memory_used_mb / 1024);
+    return;
+  }
+  fprintf(r->log, " %.2f/%.2f GiB", s->device_memory_used_mb / 1024,
+          s->device_memory_total_mb / 1024);
+  if (s->device_plan_mb >= 1024) fprintf(r->log, " (plan %.2f GiB)", s->device_plan_mb / 1024);
+  else fprintf(r->log, " (plan %.1f MiB)", s->device_plan_mb);
+}
+
 static void progress(run *r, const cx_train_step_info *s) {
   if (r->o->quiet) return;
   double elapsed = now() - r->t_start, done = (double)(s->step - r->start_step);
@@ -714,9 +735,11 @@ static void progress(run *r, const cx_train_step_info *s) {
     for (int i = 0; i < W; i++) bar[i] = i < fill ? '#' : '.';
     bar[W] = 0;
     fprintf(r->log, "\r[%s] %3.0f%% ep %lld step %lld/%lld loss %.4f acc %.1f%% lr %.3g "
-            "%.0f img/s%s ETA %s\033[K", bar, 100.0 * (double)s->step / (double)r->total,
+            "%.0f img/s%s", bar, 100.0 * (double)s->step / (double)r->total,
             (long long)s->epoch, (long long)s->step, (long long)r->total, s->loss, s->accuracy,
-            s->lr, s->images_per_s, s->world > 1 ? " (all ranks)" : "", eta);
+            s->lr, s->images_per_s, s->world > 1 ? " (all ranks)" : "");
+    progress_device(r, s, true);
+    fprintf(r->log, " ETA %s\033[K", eta);
     r->bar_open = true;
   } else {
     fprintf(r->log, "epoch %lld step %lld/%lld  loss %.4f  acc %.1f%%  lr %.4g  |g| %.3g  "
@@ -726,12 +749,32 @@ static void progress(run *r, const cx_train_step_info *s) {
     if (s->world > 1)
       fprintf(r->log, "  %d ranks, comm wait %.0f%%", s->world,
               100 * s->sync_wait_s / (s->data_wait_s + s->compute_s + 1e-12));
+    progress_device(r, s, false);
     fprintf(r->log, "  ETA %s", eta);
     if (s->loss_scale > 0)
       fprintf(r->log, "  loss scale %g (%lld skipped)", s->loss_scale, (long long)s->skipped_steps);
     fputc('\n', r->log);
   }
   fflush(r->log);
+}
+
+/* The device's figures into s, where the backend reports them (device_stats: the GPU; the CPU
+ * has none and its lines stay as they were). Monitoring never stops training: a failure is told
+ * once and the figures are left out from then on. */
+static void read_device(run *r, cx_train_step_info *s) {
+  const cx_backend *b = cx_program_backend(r->train);
+  if (!b->device_stats || r->device_off) return;
+  cx_device_stats d;
+  if (b->device_stats(b, &d) != CX_OK) {
+    r->device_off = true;
+    note(r, "warning: GPU monitoring stops: %s\n", cx_last_error());
+    return;
+  }
+  s->device = true;
+  s->device_util = d.util_percent;
+  s->device_memory_used_mb = (double)d.mem_used / 1048576.0;
+  s->device_memory_total_mb = (double)d.mem_total / 1048576.0;
+  s->device_plan_mb = (double)cx_program_device_bytes(r->train) / 1048576.0;
 }
 
 static void log_step(run *r, double gnorm, float lr, cx_train_result *res) {
@@ -748,6 +791,7 @@ static void log_step(run *r, double gnorm, float lr, cx_train_result *res) {
                           .peak_memory_mb = peak_memory_mb(),
                           .loss_scale = r->loss_seed ? r->scaler.scale : 0,
                           .skipped_steps = r->scaler.skipped};
+  read_device(r, &s);
   progress(r, &s);
   for (int e = 0; e < r->n_ext; e++)
     if (r->ext[e].on_step) r->ext[e].on_step(r->ext[e].self, &s);

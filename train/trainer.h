@@ -38,6 +38,12 @@ typedef struct cx_train_step_info {
   double peak_memory_mb;                       /* the process's peak resident memory */
   double loss_scale;      /* the loss scale after this step; 0 when the loss is not scaled */
   int64_t skipped_steps;  /* steps skipped for overflow so far (dynamic loss scaling) */
+  /* The device the programs run on, where the backend reports it (cx_backend.device_stats: the
+   * GPU; false on the CPU): utilization in percent (-1: unknown), memory in use and in all (MiB,
+   * every process's), and what the training program's memory plan allocated there (MiB). */
+  bool device;
+  int device_util;
+  double device_memory_used_mb, device_memory_total_mb, device_plan_mb;
 } cx_train_step_info;
 
 typedef struct cx_train_opts {

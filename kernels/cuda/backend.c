@@ -189,6 +189,11 @@ static const cx_backend cuda = {
     .check_precision = cuda_check_precision,
     .stream_create = cuda_stream_create,
     .stream_free = cuda_stream_free,
+    .event_create = cx_cuda_event_create,
+    .event_record = cx_cuda_event_record,
+    .event_elapsed = cx_cuda_event_elapsed,
+    .event_free = cx_cuda_event_free,
+    .device_stats = cx_cuda_device_stats,
 };
 
 const cx_backend *cx_backend_cuda(void) { return &cuda; }

@@ -47,6 +47,14 @@ cx_status cx_cuda_fail(const char *call, const char *why, const char *file, int 
  * sync. */
 #define CX_CUDA_LAUNCHED() CX_CUDA(cudaGetLastError())
 
+/* The backend table's optional hooks: events for profiling (event.c) and the device's
+ * utilization and memory (monitor.c). */
+cx_status cx_cuda_event_create(cx_event **out);
+cx_status cx_cuda_event_record(cx_event *e, cx_stream *s);
+cx_status cx_cuda_event_elapsed(cx_event *from, cx_event *to, double *seconds);
+void cx_cuda_event_free(cx_event *e);
+cx_status cx_cuda_device_stats(const cx_backend *b, cx_device_stats *out);
+
 /* Contiguous f32 data of a kernel argument (device memory). */
 static inline float *cx_cuda_f32(const cx_tensor *t) { return (float *)t->data; }
 

@@ -16,6 +16,9 @@ const cx_backend *cx_backend_cuda(void);
 /* CX_OK when this machine has a usable GPU (driver, device, cuBLAS and cuDNN load); else a
  * message saying what is missing. Cheap after the first call. */
 cx_status cx_cuda_probe(void);
+/* NULL when NVML monitors the backend's GPU (its device_stats then has the utilization), else
+ * why not ("NVML not available: ..."). */
+const char *cx_cuda_nvml_status(void);
 #endif
 
 #endif
