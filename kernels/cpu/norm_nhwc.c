@@ -9,13 +9,14 @@
 
 /* Channels-last data is a flat run of rows of C floats. Loops over rows with an inner loop over C
  * waste most of a vector when C is small (8, 24, 72 in a slim MobileNet), so every loop runs
- * instead over flat tiles of T = lcm(C, 16) floats (T / C whole rows): per-channel coefficients
- * are tiled to T once, and sums collect in T float lanes that are folded to C channels at the
- * end. A thread's last tile may be short (a whole number of rows), which the same loops handle.
+ * instead over flat tiles of T floats, a multiple of lcm(C, 16) (T / C whole rows; tile_of):
+ * per-channel coefficients are tiled to T once, and sums collect in T lanes that are folded to C
+ * channels at the end. A thread's last tile may be short (a whole number of rows), which the same loops handle.
  *
  * The loops are written once in plain C with `omp simd` and compiled three times, for AVX-512,
- * AVX2 + FMA and the baseline target (isa() picks at run time). Sums collect BLOCK tiles in float, then
- * fold into double, so long reductions keep their accuracy. */
+ * AVX2 + FMA and the baseline target (isa() picks at run time). The gradient's sums collect BLOCK
+ * tiles in float, then fold into double, so long reductions keep their accuracy; the forward's
+ * statistics sum in double throughout (shifted_sums). */
 
 enum { BLOCK = 32, LANES = 16, MIN_TILE = 128 };
 enum { ISA_C, ISA_AVX2, ISA_AVX512 };
