@@ -119,16 +119,20 @@ static void check_conv(const conv_case *c) {
 }
 
 /* The timing cache's choice reaches the kernel: where it says a bf16 program's convolution is
- * faster in f32 (kernels/cpu/conv.c, conv_tuned: 2, the direct f32 primitive; 1, f32 Winograd),
- * the program computes exactly what the f32 one does (which, under CX_CONV_WINOGRAD=on, is
- * Winograd where it fits). This process measures into a fresh cache file, sets every bf16 choice
- * there, and runs itself again (a new process reads the file) to compare. */
+ * faster in f32 (kernels/cpu/conv.c, conv_tuned: 2, the direct f32 primitives; 1, f32 Winograd
+ * for the forward pass and dX; 4, for dW; in sums), the program computes exactly what the f32
+ * one does given the same Winograd parts. This process measures into a fresh cache file, sets
+ * every bf16 choice there (and the f32 ones' Winograd parts), and runs itself again (a new
+ * process reads the file) to compare. */
 static const struct {
   conv_case c;
-  int choice;
+  int choice, lines; /* lines: the cache lines the two programs measure (a new shape each: the
+                      * process keeps what it measured) */
 } cached[] = {
-    {{"Conv 1x1 (64 -> 64), f32 by the cache", 2, 64, 7, 7, 64, 1, 1, 1, false}, 2},
-    {{"Conv 3x3, f32 Winograd by the cache", 2, 16, 12, 12, 24, 3, 1, 1, false}, 1},
+    {{"Conv 1x1 (64 -> 64), f32 by the cache", 2, 64, 7, 7, 64, 1, 1, 1, false}, 2, 2},
+    {{"Conv 3x3, f32 Winograd by the cache", 2, 16, 12, 12, 24, 3, 1, 1, false}, 5, 4},
+    {{"Conv 3x3, f32 Winograd dX, direct dW", 2, 16, 10, 10, 24, 3, 1, 1, false}, 3, 4},
+    {{"Conv 3x3, f32 direct dX, Winograd dW", 2, 16, 14, 14, 24, 3, 1, 1, false}, 6, 4},
 };
 
 static int cached_choice_child(const char *cache, int i) {
@@ -151,7 +155,7 @@ static int mark(const char *cache, int choice) {
   for (int i = 0; f && i < n; i++) {
     char *sp = strrchr(lines[i], ' ');
     bool bf16 = strstr(lines[i], ",prec=1,") != NULL;
-    if (sp) sprintf(sp, " %d\n", bf16 ? choice : choice & 1), marked++;
+    if (sp) sprintf(sp, " %d\n", bf16 ? choice : choice & 5), marked++;
     fputs(lines[i], f);
   }
   if (f) fclose(f);
@@ -175,7 +179,7 @@ static void check_cached_choice(int i) {
   }
   cx_graph_free(g);
   setenv("CX_CONV_WINOGRAD", "off", 1);
-  int marked = mark(cache, cached[i].choice), want = i ? 4 : 2; /* Conv, ConvGrad per precision */
+  int marked = mark(cache, cached[i].choice), want = cached[i].lines;
   CHECK(marked == want, "%s: %d choices in %s, not %d", cached[i].c.label, marked, cache, want);
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   self[len > 0 ? len : 0] = 0;
@@ -350,7 +354,7 @@ static void check_refusals(void) {
 
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "--cached-choice") == 0)
-    return cached_choice_child(argv[2], atoi(argv[3]) != 0);
+    return cached_choice_child(argv[2], atoi(argv[3]));
   /* The bf16 primitives are what is compared: no convolution here may be measured to f32's
    * Winograd or f32 (kernels/cpu/conv.c, conv_tuned) but the case that asks for it. */
   setenv("CX_CONV_WINOGRAD", "off", 1);
@@ -376,6 +380,8 @@ int main(int argc, char **argv) {
   check_depthwise_stays_f32();
   check_cached_choice(0);
   check_cached_choice(1);
+  check_cached_choice(2);
+  check_cached_choice(3);
   check_resnet_step();
   check_teacher();
   printf("%s: %d failure(s)\n", fails ? "FAIL" : "ok", fails);

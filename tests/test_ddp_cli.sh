@@ -100,9 +100,10 @@ mpi_run 0 sync2 -np 2 "$compress" train "$work/sync.toml" --out "$work/run_s2" -
 expect_in sync2 out '"sync_bn":true'
 n=$(grep -o '"stat_reductions":[0-9]*' "$work/sync2.out" | cut -d: -f2)
 # 21 BatchNorms (19 and the two projection shortcuts'), 3 poolings each a step (2 forward, 1
-# backward), 4 steps; (4C + 2) doubles each: 25424 bytes a step
+# backward), 4 steps; (5C + 3) doubles each (forward: the shift, then the shifted sums): 31864
+# bytes a step
 [[ ${n:-0} == 252 ]] || fail "sync2: $n statistics reductions in 4 steps, expected 21 x 3 x 4 = 252"
-expect_in sync2 out '"stat_reduced_bytes":101696'
+expect_in sync2 out '"stat_reduced_bytes":127456'
 sed 's/^sync_bn = true$/sync_bnn = true/' "$work/sync.toml" >"$work/sync_typo.toml"
 run 1 sync_typo train "$work/sync_typo.toml" --out "$work/run_st"
 expect_in sync_typo err "sync_bnn"

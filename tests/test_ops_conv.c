@@ -2,14 +2,16 @@
  * (through oc_check), and every element of ConvGrad's outputs against the reference ConvGrad.
  * Depthwise 3x3 cases go through the hand-written path; they are run again with
  * CX_CONV_DEPTHWISE=c (the portable fallback) and =dnnl (oneDNN). The Winograd cases run with the
- * algorithm the timing cache measures faster, then with CX_CONV_WINOGRAD=on and =off (each
- * algorithm wherever it fits), the cropped-kernel cases again with CX_CONV_NO_CROP=1. */
+ * algorithm the timing cache measures faster, then with CX_CONV_WINOGRAD=on, off, data and
+ * weights (each algorithm wherever it fits, and ConvGrad's dX and dW apart), the cropped-kernel
+ * cases again with CX_CONV_NO_CROP=1. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/program.h"
 #include "../kernels/cpu/cpu.h"
+#include "../kernels/cpu/eltwise_engine.h"
 #include "op_check.h"
 
 typedef struct conv_case {
@@ -178,6 +180,58 @@ static int check_rejected(const char *label, cx_shape xs, cx_shape ws, int64_t g
   return !ok;
 }
 
+/* A ConvGrad's dX and dW take their algorithms apart (kernels/cpu/conv.c, conv_tuned): forced
+ * with CX_CONV_WINOGRAD=off, data, weights and on, dX must be the direct algorithm's or
+ * Winograd's as the setting says, and dW likewise, bit for bit (the two round differently). */
+static int check_split_algorithms(void) {
+  static const char *force[4] = {"off", "data", "weights", "on"};
+  cx_graph *g = cx_graph_new();
+  int in[2] = {oc_param(g, "X", &S(2, 16, 12, 12), -1, 1, 31),
+               oc_param(g, "W", &S(24, 16, 3, 3), -1, 1, 32)};
+  int node = cx_graph_node(g, "Conv", "conv", in, 2, 1);
+  cx_node_set_ints(g, node, "pads", (int64_t[]){1, 1, 1, 1}, 4);
+  cx_graph_mark_output(g, cx_node_output(g, node, 0));
+  float *grads[4][2] = {{NULL}};
+  int64_t count[2] = {0, 0};
+  int fails = 0;
+  for (int f = 0; f < 4; f++) {
+    setenv("CX_CONV_WINOGRAD", force[f], 1);
+    cx_program *p = NULL;
+    cx_compile_opts co = {.batch = 1, .training = true, .backend = cx_backend_cpu()};
+    bool ok = cx_program_compile(g, &co, &p) == CX_OK;
+    if (ok) {
+      cx_tensor *dy = cx_program_tensor(p, "conv@grad");
+      for (int64_t i = 0; i < cx_tensor_numel(dy); i++) cx_f32(dy)[i] = (float)(i % 7) - 3.0f;
+      ok = cx_program_forward(p) == CX_OK && cx_program_backward(p) == CX_OK;
+    }
+    for (int k = 0; ok && k < 2; k++) {
+      const cx_tensor *t = cx_program_tensor(p, k ? "W@grad" : "X@grad");
+      count[k] = cx_tensor_numel(t);
+      grads[f][k] = malloc(sizeof(float) * (size_t)count[k]);
+      memcpy(grads[f][k], t->data, sizeof(float) * (size_t)count[k]);
+    }
+    if (!ok) printf("FAIL split algorithms [%s]: %s\n", force[f], cx_last_error()), fails++;
+    cx_program_free(p);
+  }
+  unsetenv("CX_CONV_WINOGRAD");
+  cx_graph_free(g);
+  for (int k = 0; !fails && k < 2; k++) {
+    size_t bytes = sizeof(float) * (size_t)count[k];
+    /* dX follows "data" (bit 0 of the index), dW follows "weights" (bit 1) */
+    int bit = k ? 2 : 1;
+    bool differ = memcmp(grads[0][k], grads[3][k], bytes) != 0;
+    for (int f = 0; f < 4; f++) {
+      bool same = memcmp(grads[f][k], grads[f & bit ? 3 : 0][k], bytes) == 0;
+      printf("%s split algorithms [%s]: %s is %s's%s\n", same && differ ? "ok  " : "FAIL",
+             force[f], k ? "dW" : "dX", f & bit ? "Winograd" : "the direct algorithm",
+             differ ? "" : " (Winograd and direct computed alike: not told apart)");
+      fails += !(same && differ);
+    }
+  }
+  for (int f = 0; f < 4; f++) free(grads[f][0]), free(grads[f][1]);
+  return fails;
+}
+
 static int check_all(const conv_case *list, const char *tag) {
   int fails = 0;
   for (const conv_case *c = list; c->label; c++) fails += check_case(c, tag);
@@ -202,7 +256,12 @@ int main(void) {
   fails += check_all(wino_cases, " [Winograd]");
   setenv("CX_CONV_WINOGRAD", "off", 1);
   fails += check_all(wino_cases, " [direct]");
+  setenv("CX_CONV_WINOGRAD", "data", 1);
+  fails += check_all(wino_cases, " [Winograd dX]");
+  setenv("CX_CONV_WINOGRAD", "weights", 1);
+  fails += check_all(wino_cases, " [Winograd dW]");
   unsetenv("CX_CONV_WINOGRAD");
+  if (cx_cpu_avx512()) fails += check_split_algorithms(); /* oneDNN's Winograd needs AVX-512 */
   fails += check_rejected("a 1-D convolution", S(1, 2, 8), S(3, 2, 3), 1, NULL, "only 2-D");
   fails += check_rejected("a 3-D convolution", S(1, 2, 4, 4, 4), S(3, 2, 3, 3, 3), 1, NULL,
                           "only 2-D");

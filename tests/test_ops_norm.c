@@ -95,6 +95,32 @@ static int running_stats_case(const char *label, cx_shape xs, float momentum, ui
   return bad;
 }
 
+/* A channel whose values are all equal (a dead ReLU's, say) has a batch variance of exactly 0:
+ * quantization's fold tells constant channels by their running variance (cx_graph_fold_bn), so
+ * rounding noise there would not do. Its running variance, set to 0 first, stays exactly 0. */
+static int constant_channel_case(const char *label, cx_shape xs, uint64_t seed) {
+  cx_graph *g = bn_graph(&xs, -1, 0.5f, seed);
+  cx_program *p = NULL;
+  cx_compile_opts co = {.batch = 1, .training = true, .backend = cx_backend_cpu()};
+  if (cx_program_compile(g, &co, &p) != CX_OK) {
+    printf("FAIL %s: compile: %s\n", label, cx_last_error());
+    cx_graph_free(g);
+    return 1;
+  }
+  int64_t n = xs.d[0], c = xs.d[1], s = cx_shape_numel(&xs) / (n * c);
+  float *x = cx_program_tensor(p, "X")->data, *rv = cx_program_tensor(p, "running_var")->data;
+  for (int64_t b = 0; b < n; b++)
+    for (int64_t i = 0; i < s; i++) x[(b * c + 1) * s + i] = 1234.567f;
+  rv[1] = 0;
+  cx_status st = cx_program_forward(p);
+  bool bad = st != CX_OK || rv[1] != 0;
+  printf("%s %s: running variance of a constant channel %.3g (exactly 0 wanted)%s%s\n",
+         bad ? "FAIL" : "ok  ", label, (double)rv[1], st ? ": " : "", st ? cx_last_error() : "");
+  cx_program_free(p);
+  cx_graph_free(g);
+  return bad;
+}
+
 /* Wrong channel count of scale: shape inference must say so. */
 static int bad_shape_case(void) {
   cx_graph *g = cx_graph_new();
@@ -132,6 +158,8 @@ int main(void) {
   f += running_stats_case("bn running stats [7,18,1,1] momentum 0.8", S(7, 18, 1, 1), 0.8f, 140);
   f += running_stats_case("bn running stats [2,3,5,7] momentum 0.9", S(2, 3, 5, 7), 0.9f, 100);
   f += running_stats_case("bn running stats [1,5,3,4] momentum 0.7", S(1, 5, 3, 4), 0.7f, 110);
+  f += constant_channel_case("bn constant channel [4,3,5,5]", S(4, 3, 5, 5), 150);
+  f += constant_channel_case("bn constant channel [6,20,1,1] 1x1 maps", S(6, 20, 1, 1), 160);
   f += bad_shape_case();
   printf("%s: %d failure(s)\n", f ? "FAIL" : "PASS", f);
   return f != 0;

@@ -33,8 +33,9 @@
  *   CX_CONV_DW_NHWC=c | dnnl      channels-last depthwise 3x3 weight gradients always / never
  *                                 through conv_depthwise_nhwc.c (default: where oneDNN has no
  *                                 depthwise kernel for the shape)
- *   CX_CONV_WINOGRAD=on | off     nothing measured: Winograd's algorithm wherever it fits /
- *                                 nowhere, bf16 programs in bf16 (conv_tuned)
+ *   CX_CONV_WINOGRAD=on | off | data | weights   nothing measured: Winograd's algorithm wherever
+ *                                 it fits / nowhere / for the forward pass and dX only / for dW
+ *                                 only; bf16 programs in bf16 (conv_tuned)
  *   CX_CONV_NO_CROP=1             every kernel tap computed, also those that only meet padding
  *                                 (crop_of)
  *
@@ -73,7 +74,8 @@ typedef struct conv_types {
 typedef enum { CONV_WRITES_DST, CONV_WRITES_SRC, CONV_WRITES_WEI } conv_dir;
 
 typedef struct conv_state conv_state;
-static conv_types conv_types_for(const conv_state *s, const cx_kernel_args *a, conv_dir dir);
+static conv_types conv_types_for(const conv_state *s, const cx_kernel_args *a, conv_dir dir,
+                                 bool winograd);
 /* The activation tensors one primitive reads or writes in src and dst roles (X or dX, Y or dY). */
 typedef struct conv_io {
   const cx_tensor *src, *dst, *wei;
@@ -245,7 +247,8 @@ struct conv_state {
   conv_path path;
   bool want[3];            /* ConvGrad: dX, dW, dB */
   cx_dnnl_exec fwd, bwd_data, bwd_weights;
-  bool winograd;           /* see winograd_fits */
+  bool winograd;           /* forward and dX by Winograd's algorithm (see winograd_fits) */
+  bool winograd_weights;   /* dW by Winograd's algorithm */
   bool f32;                /* in a bf16 program, computed in f32: measured faster (conv_tuned) */
   conv_crop crop;          /* the oneDNN primitives' kernel taps (see crop_of) */
   bool own_wgrad;          /* channels-last depthwise dW/dB through conv_depthwise_nhwc.c */
@@ -255,9 +258,9 @@ struct conv_state {
 /* Under BF16 a primitive reads bf16 and writes f32 (oneDNN's mixed bf16 convolutions on
  * avx512_core_bf16): operands are rounded on the way in, results and gradients stay f32 for the
  * f32 ops around and the f32 master weights. */
-static conv_types conv_types_for(const conv_state *s, const cx_kernel_args *a, conv_dir dir) {
+static conv_types conv_types_for(const conv_state *s, const cx_kernel_args *a, conv_dir dir,
+                                 bool winograd) {
   const cx_conv_geom *g = &s->g;
-  bool winograd = s->winograd;
   dnnl_data_type_t in = a->precision == CX_PRECISION_BF16 && !s->f32 ? dnnl_bf16 : dnnl_f32;
   /* oneDNN 2.6's blocked jit_bf16 backward-weights kernel is pathological on strided
    * convolutions: 1.9 s against f32's 64 ms for ResNet-20's 3x3 stride-2 layers (batch 128,
@@ -320,7 +323,7 @@ static conv_state *state_new(const cx_kernel_args *a, int x_in, cx_status *st) {
   }
   s->path = choose_path(&s->g, any_nhwc(a), !strcmp(a->node->op->name, "ConvFused"));
   s->crop = crop_of(&s->g);
-  s->winograd = s->path == PATH_DNNL && winograd_fits(&s->crop.g);
+  s->winograd = s->winograd_weights = s->path == PATH_DNNL && winograd_fits(&s->crop.g);
   return s;
 }
 
@@ -328,11 +331,11 @@ static conv_state *state_new(const cx_kernel_args *a, int x_in, cx_status *st) {
 static cx_status build_or_direct(conv_state *s, const cx_kernel_args *a,
                                  cx_status (*build)(conv_state *, const cx_kernel_args *)) {
   cx_status st = build(s, a);
-  if (st == CX_OK || !s->winograd) return st;
+  if (st == CX_OK || !(s->winograd || s->winograd_weights)) return st;
   cx_dnnl_exec_release(&s->fwd);
   cx_dnnl_exec_release(&s->bwd_data);
   cx_dnnl_exec_release(&s->bwd_weights);
-  s->winograd = false;
+  s->winograd = s->winograd_weights = false;
   return build(s, a);
 }
 
@@ -384,7 +387,7 @@ static cx_status conv_build_fwd(conv_state *s, const cx_kernel_args *a) {
   bool bias = has_bias(a);
   cx_dnnl_exec *e = &s->fwd;
   conv_io io = {&a->in[0], &a->out[0], &a->in[1]};
-  conv_types t = conv_types_for(s, a, CONV_WRITES_DST);
+  conv_types t = conv_types_for(s, a, CONV_WRITES_DST, s->winograd);
   t.inference = !a->training;
   CX_TRY(mds_init(&m, a->node, &s->g, &s->crop, &io, t));
   CX_TRY(fwd_desc(&cd, a->node, &m, a->training, bias));
@@ -422,14 +425,15 @@ static cx_status conv_run(const cx_kernel_args *a) {
 
 /* Backward primitives need a forward primitive descriptor of the same layouts as a hint (in the
  * forward's data types). */
+/* The forward primitive a backward one is built against, with the backward one's algorithm. */
 static cx_status grad_hint(dnnl_primitive_desc_t *hint, const cx_kernel_args *a,
-                           const conv_state *s, const conv_io *io, bool bias) {
+                           const conv_state *s, const conv_io *io, bool bias, bool winograd) {
   conv_mds m;
   dnnl_convolution_desc_t cd;
   dnnl_engine_t eng = cx_dnnl_engine();
   if (!eng) return CX_ERR_BACKEND;
   CX_TRY(mds_init(&m, a->node, &s->g, &s->crop, io,
-                  conv_types_for(s, a, CONV_WRITES_DST)));
+                  conv_types_for(s, a, CONV_WRITES_DST, winograd)));
   CX_TRY(fwd_desc(&cd, a->node, &m, true, bias));
   CX_DNNL(dnnl_primitive_desc_create(hint, &cd, NULL, eng, NULL), a->node);
   return CX_OK;
@@ -443,12 +447,12 @@ static cx_status grad_build_data(conv_state *s, const cx_kernel_args *a) {
   cx_dnnl_exec *e = &s->bwd_data;
   conv_io io = {&a->out[0], &a->in[0], &a->in[2]};
   CX_TRY(mds_init(m, a->node, &s->g, &s->crop, &io,
-                  conv_types_for(s, a, CONV_WRITES_SRC)));
+                  conv_types_for(s, a, CONV_WRITES_SRC, s->winograd)));
   CX_DNNL(dnnl_dilated_convolution_backward_data_desc_init(&cd, m->alg, &m->src,
                                                            &m->wei, &m->dst, m->strides,
                                                            m->dilates, m->pad_l, m->pad_r),
           a->node);
-  CX_TRY(grad_hint(&hint, a, s, &io, false));
+  CX_TRY(grad_hint(&hint, a, s, &io, false, s->winograd));
   cx_status st = cx_dnnl_exec_create(e, a->node, &cd, NULL, hint, &pd);
   dnnl_primitive_desc_destroy(hint);
   CX_TRY(st);
@@ -468,12 +472,12 @@ static cx_status grad_build_weights(conv_state *s, const cx_kernel_args *a) {
   cx_dnnl_exec *e = &s->bwd_weights;
   conv_io io = {&a->in[1], &a->in[0], &a->out[1]};
   CX_TRY(mds_init(m, a->node, &s->g, &s->crop, &io,
-                  conv_types_for(s, a, CONV_WRITES_WEI)));
+                  conv_types_for(s, a, CONV_WRITES_WEI, s->winograd_weights)));
   CX_DNNL(dnnl_dilated_convolution_backward_weights_desc_init(
               &cd, m->alg, &m->src, &m->wei, db ? &m->bias : NULL, &m->dst,
               m->strides, m->dilates, m->pad_l, m->pad_r),
           a->node);
-  CX_TRY(grad_hint(&hint, a, s, &io, db));
+  CX_TRY(grad_hint(&hint, a, s, &io, db, s->winograd_weights));
   cx_status st = cx_dnnl_exec_create(e, a->node, &cd, NULL, hint, &pd);
   dnnl_primitive_desc_destroy(hint);
   CX_TRY(st);
@@ -585,14 +589,16 @@ static conv_state *state_for(const cx_kernel_args *a, const conv_kind *k, cx_sta
   return s;
 }
 
-/* An algorithm: Winograd's where it fits (else direct), and, in a bf16 program, f32 operands. */
-enum { ALGO_WINOGRAD = 1, ALGO_F32 = 2 };
+/* An algorithm: Winograd's where it fits (else direct) for the forward convolution and dX
+ * (ALGO_WINOGRAD) and for dW (ALGO_WINOGRAD_WEIGHTS), and, in a bf16 program, f32 operands. */
+enum { ALGO_WINOGRAD = 1, ALGO_F32 = 2, ALGO_WINOGRAD_WEIGHTS = 4 };
 
 /* The node's primitives with algorithm `algo`; NULL after an error, which is in *st. */
 static conv_state *state_built(const cx_kernel_args *a, const conv_kind *k, int algo,
                                cx_status *st) {
   conv_state *s = state_for(a, k, st);
   if (!s) return NULL;
+  s->winograd_weights = s->winograd_weights && (algo & ALGO_WINOGRAD_WEIGHTS);
   s->winograd = s->winograd && (algo & ALGO_WINOGRAD);
   s->f32 = (algo & ALGO_F32) != 0;
   *st = s->path == PATH_DNNL ? build_or_direct(s, a, k->build) : CX_OK;
@@ -611,7 +617,7 @@ static void conv_key(const cx_kernel_args *a, const conv_state *s, char *key, si
   }
   const cx_conv_geom *g = &s->g;
   snprintf(key, n,
-           "conv-algorithm:%s,want=%d%d%d,train=%d,prec=%d,threads=%d,layouts=%s,"
+           "conv-algorithm-v2:%s,want=%d%d%d,train=%d,prec=%d,threads=%d,layouts=%s,"
            "x=%ldx%ldx%ldx%ld,w=%ldx%ldx%ld,group=%ld,strides=%ld.%ld,dil=%ld.%ld,"
            "pads=%ld.%ld.%ld.%ld",
            a->node->op->name, s->want[0], s->want[1], s->want[2], a->training, (int)a->precision,
@@ -620,40 +626,73 @@ static void conv_key(const cx_kernel_args *a, const conv_state *s, char *key, si
            (long)g->dh, (long)g->dw, (long)g->pt, (long)g->pl, (long)g->pb, (long)g->pr);
 }
 
+/* The candidates for a node: the direct algorithm; Winograd's where it fits, for a ConvGrad's dX
+ * and dW apart and together (on a Zen 5 ResNet-20's 16-channel layers take Winograd's dX and the
+ * direct dW: the backward pass 12% faster than either alone); in a bf16 program also the f32
+ * direct primitives. Returns how many. */
+static int candidates(const cx_kernel_args *a, const conv_kind *k, const conv_state *s, int *cand) {
+  int n = 0;
+  cand[n++] = 0;
+  if (s->winograd) { /* f32 in any program */
+    bool grad = k->x_in == 1, dx = !grad || s->want[0], dw = grad && s->want[1];
+    if (dx) cand[n++] = ALGO_WINOGRAD;
+    if (dw) cand[n++] = ALGO_WINOGRAD_WEIGHTS;
+    if (dx && dw) cand[n++] = ALGO_WINOGRAD | ALGO_WINOGRAD_WEIGHTS;
+  }
+  if (a->precision == CX_PRECISION_BF16) cand[n++] = ALGO_F32;
+  return n;
+}
+
+/* Whether a state built for candidate c is that candidate: where oneDNN declined Winograd for the
+ * shape, the build fell back to the direct algorithm, a candidate timed already. */
+static bool built_as(const conv_state *s, int c) {
+  return (!(c & ALGO_WINOGRAD) || s->winograd) &&
+         (!(c & ALGO_WINOGRAD_WEIGHTS) || s->winograd_weights);
+}
+
+/* CX_CONV_WINOGRAD's algorithm (forced_algo), -1 when it names none. */
+static int forced_algo(void) {
+  static const struct {
+    const char *name;
+    int algo;
+  } force[] = {{"on", ALGO_WINOGRAD | ALGO_WINOGRAD_WEIGHTS},
+               {"off", 0},
+               {"data", ALGO_WINOGRAD},
+               {"weights", ALGO_WINOGRAD_WEIGHTS}};
+  const char *env = getenv("CX_CONV_WINOGRAD");
+  for (size_t i = 0; env && i < sizeof force / sizeof force[0]; i++)
+    if (strcmp(env, force[i].name) == 0) return force[i].algo;
+  return -1;
+}
+
 /* The algorithm of a oneDNN convolution, measured once per shape on this machine
- * (kernels/cpu/tune.h) among its candidates, the faster kept: the direct algorithm; Winograd's
- * where it fits; and in a bf16 program also the f32 direct primitive (more exact, and where it is
- * faster, as for 1x1 convolutions whose operands' f32 -> bf16 reorders cost more than bf16 saves,
- * nothing is lost). On the AMD EPYC (Zen 4) these kernels were first measured on, Winograd won
- * on every ResNet layer; on a Zen 5 it loses the 16-channel layers at 32x32 and the backward pass
- * of the 32-channel ones, and wins the rest (ARCHITECTURE.md). CX_CONV_WINOGRAD=on|off measures
- * nothing: Winograd wherever it fits, or nowhere, and a bf16 program's convolutions in bf16. */
+ * (kernels/cpu/tune.h) among its candidates, the fastest kept. In a bf16 program the f32 direct
+ * primitive is more exact, and where it is faster, as for 1x1 convolutions whose operands'
+ * f32 -> bf16 reorders cost more than bf16 saves, nothing is lost. On the AMD EPYC (Zen 4) these
+ * kernels were first measured on, Winograd won on every ResNet layer; on a Zen 5 it loses the
+ * 16-channel layers at 32x32 and most weight gradients, and wins the rest (ARCHITECTURE.md).
+ * CX_CONV_WINOGRAD measures nothing (forced_algo); a bf16 program's convolutions then run in
+ * bf16. */
 static cx_status conv_tuned(const cx_kernel_args *a, const conv_kind *k, const conv_state *s,
                             int *algo) {
-  const char *env = getenv("CX_CONV_WINOGRAD");
-  if (env && (strcmp(env, "on") == 0 || strcmp(env, "off") == 0)) {
-    *algo = strcmp(env, "on") == 0 && a->precision != CX_PRECISION_BF16 ? ALGO_WINOGRAD : 0;
+  int forced = forced_algo();
+  if (forced >= 0) {
+    *algo = a->precision == CX_PRECISION_BF16 ? 0 : forced;
     return CX_OK;
   }
-  bool bf16 = a->precision == CX_PRECISION_BF16;
+  int cand[5], n = candidates(a, k, s, cand);
   *algo = 0;
-  if (!s->winograd && !bf16) return CX_OK; /* one candidate */
+  if (n == 1) return CX_OK;
   char key[400];
   conv_key(a, s, key, sizeof key);
   if (cx_tune_lookup(key, algo)) return CX_OK;
-  int cand[3], n = 0;
-  cand[n++] = 0;
-  if (s->winograd) cand[n++] = ALGO_WINOGRAD; /* f32 in any program */
-  if (bf16) cand[n++] = ALGO_F32;
   double best = 1e300;
   for (int i = 0; i < n; i++) {
     cx_status st;
     conv_state *c = state_built(a, k, cand[i], &st);
     if (!c) return st;
     double ms = 1e300;
-    /* where oneDNN declined Winograd for the shape, that candidate is the direct one again */
-    if (!(cand[i] & ALGO_WINOGRAD) || c->winograd)
-      st = cx_tune_time(a, k->run, c, k->scratch(c), &ms);
+    if (built_as(c, cand[i])) st = cx_tune_time(a, k->run, c, k->scratch(c), &ms);
     conv_release(c);
     CX_TRY(st);
     if (ms < best) best = ms, *algo = cand[i];

@@ -26,26 +26,27 @@ static bn_dims bn_dims_of(const cx_tensor *x) {
 
 /* Sums in LANES independent float accumulators (which the compiler vectorises without
  * reassociating), folded into double once per plane. */
-static double plane_sum(const float *x, int64_t s) {
-  float acc[LANES] = {0};
+/* sum(x - k) and sum((x - k)^2), added to *su and *suu; in double, in LANES accumulators (which
+ * the compiler vectorises), since the mean is k + sum / n and float sums would leave it an ulp or
+ * two off, which moves a fused ReLU's kink */
+static void plane_shifted(const float *x, int64_t s, float k, double *su, double *suu) {
+  double a[LANES] = {0}, b[LANES] = {0};
   int64_t i = 0;
   for (; i + LANES <= s; i += LANES)
-    for (int j = 0; j < LANES; j++) acc[j] += x[i + j];
-  double t = 0;
-  for (; i < s; i++) t += x[i];
-  for (int j = 0; j < LANES; j++) t += acc[j];
-  return t;
-}
-
-static double plane_sq_dev(const float *x, int64_t s, float m) {
-  float acc[LANES] = {0};
-  int64_t i = 0;
-  for (; i + LANES <= s; i += LANES)
-    for (int j = 0; j < LANES; j++) acc[j] += (x[i + j] - m) * (x[i + j] - m);
-  double t = 0;
-  for (; i < s; i++) t += (double)(x[i] - m) * (x[i] - m);
-  for (int j = 0; j < LANES; j++) t += acc[j];
-  return t;
+    for (int j = 0; j < LANES; j++) {
+      double u = (double)x[i + j] - k;
+      a[j] += u;
+      b[j] += u * u;
+    }
+  for (; i < s; i++) {
+    double u = (double)x[i] - k;
+    *su += u;
+    *suu += u * u;
+  }
+  for (int j = 0; j < LANES; j++) {
+    *su += a[j];
+    *suu += b[j];
+  }
 }
 
 /* sum(dy) and sum(dy * (x - m)) */
@@ -163,16 +164,11 @@ static cx_status bn_infer_run(const cx_kernel_args *a) {
   return CX_OK;
 }
 
-static double channel_sum(const float *x, bn_dims d, int64_t c) {
-  double sum = 0;
-  for (int64_t n = 0; n < d.n; n++) sum += plane_sum(x + (n * d.c + c) * d.s, d.s);
-  return sum;
-}
-
-static double channel_sq_dev(const float *x, bn_dims d, int64_t c, float mean) {
-  double sq = 0;
-  for (int64_t n = 0; n < d.n; n++) sq += plane_sq_dev(x + (n * d.c + c) * d.s, d.s, mean);
-  return sq;
+/* Channel c's sums of its values' offsets from the shift k */
+static void channel_shifted(const float *x, bn_dims d, int64_t c, float k, double *su,
+                            double *suu) {
+  *su = *suu = 0;
+  for (int64_t n = 0; n < d.n; n++) plane_shifted(x + (n * d.c + c) * d.s, d.s, k, su, suu);
 }
 
 /* Channel c's output, saved statistics and running statistics from its mean and (biased)
@@ -193,34 +189,47 @@ static void bn_train_out(const cx_kernel_args *a, bn_dims d, int64_t c, float me
   cx_bn_save_channel(a, c, mean, invstd, var, m);
 }
 
-/* One channel of BatchNormTrain: statistics (two passes, for accuracy), output, running stats. */
+/* The statistics take one pass over X, its values shifted by a value of their channel (the
+ * first, averaged over the replicas): mean = k + E[u], var = E[u^2] - E[u]^2 with u = x - k,
+ * which cancels little as u is about a standard deviation, and gives a constant channel exactly
+ * 0 (norm_nhwc.c computes the same). One channel without replicas: */
 static void bn_train_channel(const cx_kernel_args *a, bn_dims d, int64_t c, float eps) {
   const float *x = cx_f32(&a->in[0]);
-  double m = (double)d.n * d.s;
-  float mean = (float)(channel_sum(x, d, c) / m);
-  bn_train_out(a, d, c, mean, channel_sq_dev(x, d, c, mean) / m, m, eps);
+  double m = (double)d.n * d.s, su, suu;
+  float k = x[c * d.s];
+  channel_shifted(x, d, c, k, &su, &suu);
+  double u = su / m, var = suu / m - u * u;
+  bn_train_out(a, d, c, (float)(k + u), var > 0 ? var : 0, m, eps);
 }
 
-/* Synchronised BatchNorm: the same two passes, each channel's sums pooled over the replicas in
- * between (C + 1 doubles with the count, then C), so every replica normalises with the
- * statistics of the whole batch. */
+/* Synchronised BatchNorm: the shifts pooled over the replicas (C values and the replica count),
+ * then the sums (2C and the count), so every replica normalises with the statistics of the
+ * whole batch. */
 static cx_status bn_train_synced(const cx_kernel_args *a, bn_dims d, float eps) {
   const float *x = cx_f32(&a->in[0]);
-  double *sum = a->scratch, *sq = sum + d.c + 1;
+  double *buf = a->scratch, *su = buf, *suu = buf + d.c;
+  float *k = (float *)(buf + 2 * d.c + 1);
+  for (int64_t c = 0; c < d.c; c++) buf[c] = x[c * d.s];
+  buf[d.c] = 1;
+  CX_TRY(cx_bn_pool(a, buf, d.c + 1));
+  for (int64_t c = 0; c < d.c; c++) k[c] = (float)(buf[c] / buf[d.c]);
 #pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < d.c; c++) sum[c] = channel_sum(x, d, c);
-  sum[d.c] = (double)d.n * d.s;
-  CX_TRY(cx_bn_pool(a, sum, d.c + 1));
-  double m = sum[d.c];
+  for (int64_t c = 0; c < d.c; c++) channel_shifted(x, d, c, k[c], &su[c], &suu[c]);
+  buf[2 * d.c] = (double)d.n * d.s;
+  CX_TRY(cx_bn_pool(a, buf, 2 * d.c + 1));
+  double m = buf[2 * d.c];
 #pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < d.c; c++) sq[c] = channel_sq_dev(x, d, c, (float)(sum[c] / m));
-  CX_TRY(cx_bn_pool(a, sq, d.c));
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < d.c; c++) bn_train_out(a, d, c, (float)(sum[c] / m), sq[c] / m, m, eps);
+  for (int64_t c = 0; c < d.c; c++) {
+    double u = su[c] / m, var = suu[c] / m - u * u;
+    bn_train_out(a, d, c, (float)(k[c] + u), var > 0 ? var : 0, m, eps);
+  }
   return CX_OK;
 }
 
-size_t cx_bn_pool_bytes(int64_t c) { return (2 * (size_t)c + 1) * sizeof(double); }
+/* 2C + 1 doubles for the pooled sums, and room for the C float shifts after them */
+size_t cx_bn_pool_bytes(int64_t c) {
+  return (2 * (size_t)c + 1) * sizeof(double) + (size_t)c * sizeof(float);
+}
 
 cx_status cx_bn_pool(const cx_kernel_args *a, double *buf, int64_t n) {
   const cx_replicas *r = a->sync_stats;

@@ -9,29 +9,31 @@
 
 /* Channels-last data is a flat run of rows of C floats. Loops over rows with an inner loop over C
  * waste most of a vector when C is small (8, 24, 72 in a slim MobileNet), so every loop runs
- * instead over flat tiles of T = lcm(C, 16) floats (T / C whole rows): per-channel coefficients
- * are tiled to T once, and sums collect in T float lanes that are folded to C channels at the
- * end. A thread's last tile may be short (a whole number of rows), which the same loops handle.
+ * instead over flat tiles of T floats, a multiple of lcm(C, 16) (T / C whole rows; tile_of):
+ * per-channel coefficients are tiled to T once, and sums collect in T lanes that are folded to C
+ * channels at the end. A thread's last tile may be short (a whole number of rows), which the same loops handle.
  *
  * The loops are written once in plain C with `omp simd` and compiled three times, for AVX-512,
- * AVX2 + FMA and the baseline target (isa() picks at run time). Sums collect BLOCK tiles in float, then
- * fold into double, so long reductions keep their accuracy. */
+ * AVX2 + FMA and the baseline target (isa() picks at run time). The gradient's sums collect BLOCK
+ * tiles in float, then fold into double, so long reductions keep their accuracy; the forward's
+ * statistics sum in double throughout (shifted_sums). */
 
-enum { BLOCK = 32, LANES = 16 };
+enum { BLOCK = 32, LANES = 16, MIN_TILE = 128 };
 enum { ISA_C, ISA_AVX2, ISA_AVX512 };
 
 #define TILE_LOOPS(SFX, ATTR)                                                                     \
-  /* lanes[j] += x[j] (m == NULL) or (x[j] - m[j])^2, over n floats in tiles of t */             \
-  ATTR static void sums_##SFX(const float *restrict x, int64_t n, int64_t t,                      \
-                              const float *restrict m, float *restrict lanes) {                   \
+  /* l0[j] += x[j] - k[j], l1[j] += (x[j] - k[j])^2, in double: the mean is k + sum / n, and   \
+   * float lanes would leave it an ulp or two off, which moves a fused ReLU's kink */            \
+  ATTR static void shifted_sums_##SFX(const float *restrict x, int64_t n, int64_t t,              \
+                                      const float *restrict k, double *restrict l0,               \
+                                      double *restrict l1) {                                      \
     for (int64_t o = 0; o < n; o += t) {                                                          \
       int64_t len = n - o < t ? n - o : t;                                                        \
       const float *xo = x + o;                                                                    \
-      if (m) {                                                                                    \
-        _Pragma("omp simd") for (int64_t j = 0; j < len; j++) lanes[j] += (xo[j] - m[j]) *        \
-                                                                           (xo[j] - m[j]);        \
-      } else {                                                                                    \
-        _Pragma("omp simd") for (int64_t j = 0; j < len; j++) lanes[j] += xo[j];                  \
+      _Pragma("omp simd") for (int64_t j = 0; j < len; j++) {                                     \
+        double u = (double)xo[j] - k[j];                                                          \
+        l0[j] += u;                                                                               \
+        l1[j] += u * u;                                                                           \
       }                                                                                           \
     }                                                                                             \
   }                                                                                               \
@@ -63,7 +65,9 @@ enum { ISA_C, ISA_AVX2, ISA_AVX512 };
       }                                                                                           \
     }                                                                                             \
   }                                                                                               \
-  /* dots of dz = dy where lo < x * kf + bf < hi (the fused activation's gradient), else 0 */    \
+  /* dots of dz = dy where lo < x * kf + bf < hi (the fused activation's gradient), else 0. dy is \
+  * read unconditionally: read under the condition it became a masked load issued only after   \
+  * x's load and the compare, which serialised the two streams (2.5x slower on cold data) */    \
   ATTR static void dots_masked_##SFX(const float *restrict dy, const float *restrict x,          \
                                      int64_t n, int64_t t, const float *restrict m,               \
                                      const float *restrict kf, const float *restrict bf,          \
@@ -73,7 +77,7 @@ enum { ISA_C, ISA_AVX2, ISA_AVX512 };
       int64_t len = n - o < t ? n - o : t;                                                        \
       const float *d = dy + o, *xo = x + o;                                                       \
       _Pragma("omp simd") for (int64_t j = 0; j < len; j++) {                                     \
-        float z = xo[j] * kf[j] + bf[j], dz = z > lo && z < hi ? d[j] : 0.0f;                     \
+        float z = xo[j] * kf[j] + bf[j], dj = d[j], dz = z > lo && z < hi ? dj : 0.0f;            \
         l0[j] += dz;                                                                              \
         l1[j] += dz * (xo[j] - m[j]);                                                             \
       }                                                                                           \
@@ -90,7 +94,7 @@ enum { ISA_C, ISA_AVX2, ISA_AVX512 };
       const float *d = dy + o, *xo = x + o;                                                       \
       float *g = dx + o;                                                                          \
       _Pragma("omp simd") for (int64_t j = 0; j < len; j++) {                                     \
-        float z = xo[j] * kf[j] + bf[j], dz = z > lo && z < hi ? d[j] : 0.0f;                     \
+        float z = xo[j] * kf[j] + bf[j], dj = d[j], dz = z > lo && z < hi ? dj : 0.0f;            \
         g[j] = k[j] * dz - kx[j] * xo[j] + b[j];                                                  \
       }                                                                                           \
     }                                                                                             \
@@ -135,17 +139,26 @@ static int isa(void) { return cx_cpu_avx512() ? ISA_AVX512 : cx_cpu_avx2() ? ISA
 
 static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
 
+/* The tile: a multiple of lcm(c, LANES) of at least MIN_TILE floats. Shorter tiles (16 floats for
+ * 16 channels) leave each loop one vector long, so the compiler's unrolled vector body never runs
+ * and the lane sums wait on each other through memory (measured: the fused-ReLU gradient of a
+ * 16-channel layer ran 3x slower than at 32 channels). */
+static int64_t tile_of(int64_t c) {
+  int64_t l = c / gcd(c, LANES) * LANES;
+  return (MIN_TILE + l - 1) / l * l;
+}
+
 typedef struct bn_geom {
-  int64_t rows, c, t; /* t: the tile, lcm(c, LANES) floats */
+  int64_t rows, c, t; /* t: the tile (tile_of) */
 } bn_geom;
 
 /* Channels-last [N, C, H, W], or any [N, C, 1...] (norm.c's bn_rows): numel / C rows of C. */
 static bn_geom geom_of(const cx_tensor *x) {
   int64_t c = x->shape.d[1];
-  return (bn_geom){cx_shape_numel(&x->shape) / c, c, c / gcd(c, LANES) * LANES};
+  return (bn_geom){cx_shape_numel(&x->shape) / c, c, tile_of(c)};
 }
 
-/* The scratch: per-thread double partials (2C each), per-thread float lanes (2T each), six
+/* The scratch: per-thread double partials (2C each), per-thread lanes (2T doubles each), six
  * tiled per-channel rows (T each): the mean, the coefficients of dX (k, kx, b), and those of the
  * forward normalisation (kf, bf) that a fused activation's gradient recomputes; and the 2C + 1
  * sums a synchronised BatchNorm pools over the replicas (cx_bn_pool). */
@@ -155,21 +168,21 @@ typedef struct bn_scratch {
 } bn_scratch;
 
 size_t cx_bn_nhwc_scratch(int64_t c, int threads) {
-  int64_t t = c / gcd(c, LANES) * LANES;
-  return (size_t)threads * (2 * (size_t)c * sizeof(double) + 2 * (size_t)t * sizeof(float)) +
+  int64_t t = tile_of(c);
+  return (size_t)threads * (2 * (size_t)c + 2 * (size_t)t) * sizeof(double) +
          6 * (size_t)t * sizeof(float) + cx_bn_pool_bytes(c);
 }
 
 static bn_scratch scratch_of(const cx_kernel_args *a, const bn_geom *d, int threads) {
   bn_scratch s = {.part = a->scratch};
   s.lanes = (float *)(s.part + (size_t)threads * 2 * (size_t)d->c);
-  s.m = s.lanes + (size_t)threads * 2 * (size_t)d->t;
+  s.m = s.lanes + (size_t)threads * 4 * (size_t)d->t;
   s.k = s.m + d->t;
   s.kx = s.k + d->t;
   s.b = s.kx + d->t;
   s.kf = s.b + d->t;
   s.bf = s.kf + d->t;
-  s.pool = (double *)(s.bf + d->t); /* 6T + 2T·threads floats: a multiple of 16 */
+  s.pool = (double *)(s.bf + d->t); /* 6T + 4T·threads floats: a multiple of 16 */
   return s;
 }
 
@@ -188,44 +201,28 @@ static void thread_span(const bn_geom *d, int64_t *f0, int64_t *f1) {
   if (*f1 > n) *f1 = n;
 }
 
-/* Sums, in BLOCK-tile rounds folded into double: this thread's x (m == NULL) or squared deviations
- * from m into its partial row `slot`, per channel. */
-static void partial_sums(const bn_scratch *s, const bn_geom *d, const float *x, const float *m,
-                         int slot, int v) {
+/* Two sums at once, into slots 0 and 1: for BatchNormGrad sum(dy) and sum(dy * (x - m)), with a
+ * fused activation (act) of dy masked by it; with dy NULL (BatchNormTrain's one pass) sum(x - m)
+ * and sum((x - m)^2), m being the shift. */
+static void partial_pairs(const bn_scratch *s, const bn_geom *d, const float *dy, const float *x,
+                          const float *act, int v) {
   int th = omp_get_thread_num();
-  float *lanes = s->lanes + (size_t)th * 2 * (size_t)d->t;
-  double *acc = s->part + ((size_t)th * 2 + (size_t)slot) * (size_t)d->c;
-  int64_t f0, f1;
-  thread_span(d, &f0, &f1);
-  memset(acc, 0, sizeof(double) * (size_t)d->c);
-  for (int64_t o = f0; o < f1; o += BLOCK * d->t) {
-    int64_t n = f1 - o < BLOCK * d->t ? f1 - o : BLOCK * d->t;
-    memset(lanes, 0, sizeof(float) * (size_t)d->t);
-    PICK(v, sums, x + o, n, d->t, m, lanes);
-    for (int64_t j = 0; j < d->t; j++) acc[j % d->c] += lanes[j];
-  }
-  (void)v;
-}
-
-/* The same for BatchNormGrad: sum(dy) into slot 0, sum(dy * (x - m)) into slot 1; with a fused
- * activation (act), of dy masked by it. */
-static void partial_dots(const bn_scratch *s, const bn_geom *d, const float *dy, const float *x,
-                         const float *act, int v) {
-  int th = omp_get_thread_num();
-  float *l0 = s->lanes + (size_t)th * 2 * (size_t)d->t, *l1 = l0 + d->t;
+  float *l0 = s->lanes + (size_t)th * 4 * (size_t)d->t, *l1 = l0 + d->t;
+  double *d0 = (double *)l0, *d1 = d0 + d->t; /* the same room, for dy NULL */
   double *a0 = s->part + (size_t)th * 2 * (size_t)d->c, *a1 = a0 + d->c;
   int64_t f0, f1;
   thread_span(d, &f0, &f1);
   memset(a0, 0, sizeof(double) * 2 * (size_t)d->c);
   for (int64_t o = f0; o < f1; o += BLOCK * d->t) {
     int64_t n = f1 - o < BLOCK * d->t ? f1 - o : BLOCK * d->t;
-    memset(l0, 0, sizeof(float) * 2 * (size_t)d->t);
-    if (act)
+    memset(d0, 0, sizeof(double) * 2 * (size_t)d->t);
+    if (!dy) PICK(v, shifted_sums, x + o, n, d->t, s->m, d0, d1);
+    else if (act)
       PICK(v, dots_masked, dy + o, x + o, n, d->t, s->m, s->kf, s->bf, act[0], act[1], l0, l1);
     else PICK(v, dots, dy + o, x + o, n, d->t, s->m, l0, l1);
     for (int64_t j = 0; j < d->t; j++) {
-      a0[j % d->c] += l0[j];
-      a1[j % d->c] += l1[j];
+      a0[j % d->c] += dy ? l0[j] : d0[j];
+      a1[j % d->c] += dy ? l1[j] : d1[j];
     }
   }
   (void)v;
@@ -272,6 +269,42 @@ static void train_finish(const cx_kernel_args *a, const bn_scratch *s, int64_t c
   cx_bn_save_channel(a, c, mean, invstd, var, m);
 }
 
+/* The shift of each channel's sums: its first value, averaged over the replicas (one value on
+ * each, so that all shift alike). A constant channel shifts by its value exactly (the average of
+ * equal floats is exact in double) and its variance comes out exactly 0. */
+static cx_status shift_of(const cx_kernel_args *a, const bn_scratch *s, const bn_geom *d,
+                          const float *x) {
+  for (int64_t c = 0; c < d->c; c++) s->pool[c] = x[c];
+  s->pool[d->c] = 1;
+  CX_TRY(cx_bn_pool(a, s->pool, d->c + 1));
+  for (int64_t c = 0; c < d->c; c++) s->m[c] = (float)(s->pool[c] / s->pool[d->c]);
+  tile(s->m, d);
+  return CX_OK;
+}
+
+/* Thread 0 after the pass: the sums of the values' offsets u from the shift k (s->m), pooled over
+ * the replicas with the count, give each channel's mean k + E[u] and variance E[u^2] - E[u]^2. */
+static cx_status train_statistics(const cx_kernel_args *a, const bn_scratch *s, const bn_geom *d,
+                                  int nt, float eps) {
+  double *su = s->pool, *suu = s->pool + d->c;
+  for (int64_t c = 0; c < d->c; c++) su[c] = reduce(s, d, nt, 0, c), suu[c] = reduce(s, d, nt, 1, c);
+  s->pool[2 * d->c] = (double)d->rows;
+  cx_status st = cx_bn_pool(a, s->pool, 2 * d->c + 1);
+  double m = s->pool[2 * d->c];
+  for (int64_t c = 0; c < d->c; c++) {
+    double u = su[c] / m, var = suu[c] / m - u * u;
+    s->m[c] = (float)(s->m[c] + u);
+    train_finish(a, s, c, var > 0 ? var : 0, m, eps);
+  }
+  tile(s->k, d);
+  tile(s->b, d);
+  return st;
+}
+
+/* One pass over X for both statistics: the sums are shifted (shift_of) so that E[u^2] - E[u]^2
+ * cancels little (u is about a standard deviation). Synchronised BatchNorm pools the shift, then
+ * the sums, from thread 0, the thread that runs the program (collective calls come from it
+ * alone). */
 cx_status cx_bn_nhwc_train(const cx_kernel_args *a, int threads) {
   bn_geom d = geom_of(&a->in[0]);
   bn_scratch s = scratch_of(a, &d, threads);
@@ -279,34 +312,14 @@ cx_status cx_bn_nhwc_train(const cx_kernel_args *a, int threads) {
   float *y = cx_f32(&a->out[0]);
   float eps = cx_node_float(a->node, "epsilon", 1e-5f), lo, hi;
   bool act = cx_bn_activation(a->node, &lo, &hi);
-  double m = (double)d.rows, *sum = s.pool, *sq = s.pool + d.c + 1;
   int v = isa();
-  cx_status st = CX_OK;
-  /* the channel sums are pooled over the replicas (synchronised BatchNorm) by thread 0, which
-   * is the thread that runs the program (collective calls come from it alone) */
+  cx_status st = shift_of(a, &s, &d, x);
+  if (st != CX_OK) return st;
 #pragma omp parallel num_threads(threads)
   {
-    int nt = omp_get_num_threads();
-    partial_sums(&s, &d, x, NULL, 0, v);
+    partial_pairs(&s, &d, NULL, x, NULL, v);
 #pragma omp barrier
-    if (omp_get_thread_num() == 0) {
-      for (int64_t c = 0; c < d.c; c++) sum[c] = reduce(&s, &d, nt, 0, c);
-      sum[d.c] = m;
-      st = cx_bn_pool(a, sum, d.c + 1);
-      m = sum[d.c];
-      for (int64_t c = 0; c < d.c; c++) s.m[c] = (float)(sum[c] / m);
-      tile(s.m, &d);
-    }
-#pragma omp barrier
-    partial_sums(&s, &d, x, s.m, 1, v);
-#pragma omp barrier
-    if (omp_get_thread_num() == 0) {
-      for (int64_t c = 0; c < d.c; c++) sq[c] = reduce(&s, &d, nt, 1, c);
-      if (st == CX_OK) st = cx_bn_pool(a, sq, d.c);
-      for (int64_t c = 0; c < d.c; c++) train_finish(a, &s, c, sq[c] / m, m, eps);
-      tile(s.k, &d);
-      tile(s.b, &d);
-    }
+    if (omp_get_thread_num() == 0) st = train_statistics(a, &s, &d, omp_get_num_threads(), eps);
 #pragma omp barrier
     int64_t f0, f1;
     thread_span(&d, &f0, &f1);
@@ -346,7 +359,7 @@ cx_status cx_bn_nhwc_grad(const cx_kernel_args *a, int threads) {
 #pragma omp parallel num_threads(threads)
   {
     int nt = omp_get_num_threads();
-    partial_dots(&s, &d, dy, x, act, v);
+    partial_pairs(&s, &d, dy, x, act, v);
 #pragma omp barrier
     if (omp_get_thread_num() == 0) { /* the program's thread: it pools (cx_bn_nhwc_train) */
       double *sdy = s.pool, *sdyx = s.pool + d.c;
