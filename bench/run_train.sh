@@ -8,6 +8,8 @@
 #   MODELS=a,b   only these rows (names as printed)
 #   HOG=nice|normal  a CPU-bound loop on the last pinned core for the whole run, at nice 19 or
 #                at normal priority: both programs measured beside the same co-tenant
+#   TORCH_PYTHONS=/usr/bin/python3,/venv/bin/python3   Pythons, each with its PyTorch (default:
+#                Debian's); each is measured in every round and the fastest's median counts
 set -euo pipefail
 cd "$(dirname "$0")/.."
 compress=${1:-build}/compress
@@ -26,28 +28,44 @@ hog() { # CORE: a busy loop there until the script exits
   hog_pid=$!
   trap 'kill $hog_pid 2>/dev/null' EXIT
 }
-printf "%-18s %-6s %-3s %14s %14s %8s\n" model prec thr "compress img/s" "torch img/s" ratio
+IFS=, read -ra pythons <<<"${TORCH_PYTHONS:-/usr/bin/python3}"
+versions=()
+for py in "${pythons[@]}"; do versions+=("$("$py" -c 'import torch; print(torch.__version__.split("+")[0])')"); done
+printf "%-18s %-6s %-3s %14s %14s %8s  %s\n" model prec thr "compress img/s" "torch img/s" ratio \
+  "torch (per version)"
 run() { # NAME SPEC TORCH_NAME PRECISION THREADS
-  local ours=() theirs=() cores="0-$(($5 - 1))" flag=""
+  local ours=() cores="0-$(($5 - 1))" flag="" i
+  local -a theirs
   [[ $4 == bf16 ]] && flag=--bf16
   hog $(($5 - 1))
+  for ((i = 0; i < ${#pythons[@]}; i++)); do theirs[i]=""; done
   for ((r = 0; r < rounds; r++)); do
     ours+=("$(taskset -c "$cores" "$compress" bench train "$2" --batch 128 --threads "$5" \
       --steps "$steps" --precision "$4" --json |
       /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["images_per_s"])')")
-    theirs+=("$(taskset -c "$cores" /usr/bin/python3 bench/train_speed_torch.py "$3" --threads "$5" \
-      --steps "$steps" $flag --json |
-      /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["best"] or "n/a")')")
+    for ((i = 0; i < ${#pythons[@]}; i++)); do
+      theirs[i]+=" $(taskset -c "$cores" "${pythons[i]}" bench/train_speed_torch.py "$3" \
+        --threads "$5" --steps "$steps" $flag --json |
+        /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["best"] or "n/a")')"
+    done
   done
   if [[ -n ${hog_pid:-} ]]; then kill "$hog_pid" && wait "$hog_pid" 2>/dev/null || true; fi
   hog_pid=
-  local a b
+  local a b=n/a per=""
   a=$(median "${ours[@]}")
-  b=$(median "${theirs[@]}")
+  for ((i = 0; i < ${#pythons[@]}; i++)); do
+    local m
+    # shellcheck disable=SC2086 # the rounds' figures, one word each
+    m=$(median ${theirs[i]})
+    per+=" ${versions[i]}: $(/usr/bin/python3 -c "print('$m' if '$m' == 'n/a' else '%.1f' % $m)")"
+    if [[ $m != n/a ]] && { [[ $b == n/a ]] || /usr/bin/python3 -c "import sys; sys.exit(not $m > $b)"; }; then
+      b=$m
+    fi
+  done
   if [[ $b == n/a ]]; then # PyTorch 1.13 cannot train it in bf16 (no bf16 ReLU6 backward)
-    /usr/bin/python3 -c "print('%-18s %-6s %-3s %14.1f %14s %8s' % ('$1', '$4', '$5', $a, 'n/a', 'n/a'))"
+    /usr/bin/python3 -c "print('%-18s %-6s %-3s %14.1f %14s %8s ' % ('$1', '$4', '$5', $a, 'n/a', 'n/a') + '$per')"
   else
-    /usr/bin/python3 -c "print('%-18s %-6s %-3s %14.1f %14.1f %7.2fx' % ('$1', '$4', '$5', $a, $b, $a / $b))"
+    /usr/bin/python3 -c "print('%-18s %-6s %-3s %14.1f %14.1f %7.2fx ' % ('$1', '$4', '$5', $a, $b, $a / $b) + '$per')"
   fi
 }
 # name, compress spec, PyTorch model (bench/train_speed_torch.py): the Fashion-MNIST pair at
