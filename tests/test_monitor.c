@@ -81,23 +81,6 @@ static cx_backend with_hooks(void) {
 
 /* ---- the model and data ---- */
 
-/* conv 3x3 - relu - global pool - linear */
-static cx_graph *model(void) {
-  cx_graph *g = cx_graph_new();
-  int x = cx_graph_input(g, "input", CX_F32, &S(-1, 1, SIDE, SIDE));
-  int w = oc_param(g, "conv.weight", &S(6, 1, 3, 3), -0.3f, 0.3f, 1);
-  int fw = oc_param(g, "fc.weight", &S(K, 6), -0.4f, 0.4f, 2);
-  int fb = oc_param(g, "fc.bias", &S(K), -0.1f, 0.1f, 3);
-  int y = cx_graph_op(g, "Conv", "conv", (int[]){x, w}, 2);
-  cx_node_set_ints(g, g->n_nodes - 1, "pads", (int64_t[]){1, 1, 1, 1}, 4);
-  y = cx_graph_op(g, "Relu", "relu", &y, 1);
-  y = cx_graph_op(g, "GlobalAveragePool", "pool", &y, 1);
-  y = cx_graph_op(g, "Flatten", "flatten", &y, 1);
-  y = cx_graph_op(g, "Gemm", "fc", (int[]){y, fw, fb}, 3);
-  cx_node_set_int(g, g->n_nodes - 1, "transB", 1);
-  cx_graph_mark_output(g, y);
-  return g;
-}
 
 static void make_data(void) {
   snprintf(data_path, sizeof data_path, "%s/set.h5", dir);
@@ -114,7 +97,7 @@ static void make_data(void) {
 }
 
 static cx_program *compile_training(const cx_backend *b) {
-  cx_graph *m = model(), *tg = NULL;
+  cx_graph *m = oc_tiny_cnn(SIDE, K), *tg = NULL;
   cx_program *p = NULL;
   cx_status s = cx_train_graph(m, 0, 0, &tg);
   cx_compile_opts o = {.batch = BATCH, .training = true, .loss = "loss", .backend = b};
@@ -230,7 +213,7 @@ static void train(const cx_backend *b, bool bar, seen *w, char **log) {
   o.backend = b;
   o.extensions = &ext;
   o.n_extensions = 1;
-  cx_graph *g = model();
+  cx_graph *g = oc_tiny_cnn(SIDE, K);
   cx_train_result r;
   CHECK(cx_train(g, &o, &r) == CX_OK, "train: %s", cx_last_error());
   fclose(f);

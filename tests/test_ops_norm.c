@@ -46,17 +46,22 @@ static int bn_case(const char *label, cx_shape x, bool train, float eps, uint64_
   return f;
 }
 
+/* g's training program at batch 1; NULL (g freed, the failure printed) when it does not compile. */
+static cx_program *training_program(const char *label, cx_graph *g) {
+  cx_program *p = NULL;
+  cx_compile_opts co = {.batch = 1, .training = true, .backend = cx_backend_cpu()};
+  if (cx_program_compile(g, &co, &p) == CX_OK) return p;
+  printf("FAIL %s: compile: %s\n", label, cx_last_error());
+  cx_graph_free(g);
+  return NULL;
+}
+
 /* After each training forward: running = running * m + batch * (1 - m), with the unbiased batch
  * variance, computed here in double from X. Two steps, to see that the update accumulates. */
 static int running_stats_case(const char *label, cx_shape xs, float momentum, uint64_t seed) {
   cx_graph *g = bn_graph(&xs, -1, momentum, seed);
-  cx_program *p = NULL;
-  cx_compile_opts co = {.batch = 1, .training = true, .backend = cx_backend_cpu()};
-  if (cx_program_compile(g, &co, &p) != CX_OK) {
-    printf("FAIL %s: compile: %s\n", label, cx_last_error());
-    cx_graph_free(g);
-    return 1;
-  }
+  cx_program *p = training_program(label, g);
+  if (!p) return 1;
   int64_t n = xs.d[0], c = xs.d[1], s = cx_shape_numel(&xs) / (n * c);
   const float *x = cx_program_tensor(p, "X")->data;
   double *rm = malloc(sizeof(double) * (size_t)c), *rv = malloc(sizeof(double) * (size_t)c);
@@ -100,13 +105,8 @@ static int running_stats_case(const char *label, cx_shape xs, float momentum, ui
  * rounding noise there would not do. Its running variance, set to 0 first, stays exactly 0. */
 static int constant_channel_case(const char *label, cx_shape xs, uint64_t seed) {
   cx_graph *g = bn_graph(&xs, -1, 0.5f, seed);
-  cx_program *p = NULL;
-  cx_compile_opts co = {.batch = 1, .training = true, .backend = cx_backend_cpu()};
-  if (cx_program_compile(g, &co, &p) != CX_OK) {
-    printf("FAIL %s: compile: %s\n", label, cx_last_error());
-    cx_graph_free(g);
-    return 1;
-  }
+  cx_program *p = training_program(label, g);
+  if (!p) return 1;
   int64_t n = xs.d[0], c = xs.d[1], s = cx_shape_numel(&xs) / (n * c);
   float *x = cx_program_tensor(p, "X")->data, *rv = cx_program_tensor(p, "running_var")->data;
   for (int64_t b = 0; b < n; b++)
