@@ -314,20 +314,3 @@ int oc_check(const char *label, cx_graph *g, const oc_opts *given) {
   cx_program_free(p);
   return fails;
 }
-
-cx_graph *oc_tiny_cnn(int64_t side, int64_t classes) {
-  cx_graph *g = cx_graph_new();
-  int x = cx_graph_input(g, "input", CX_F32, &S(-1, 1, side, side));
-  int w = oc_param(g, "conv.weight", &S(6, 1, 3, 3), -0.3f, 0.3f, 1);
-  int fw = oc_param(g, "fc.weight", &S(classes, 6), -0.4f, 0.4f, 2);
-  int fb = oc_param(g, "fc.bias", &S(classes), -0.1f, 0.1f, 3);
-  int y = cx_graph_op(g, "Conv", "conv", (int[]){x, w}, 2);
-  cx_node_set_ints(g, g->n_nodes - 1, "pads", (int64_t[]){1, 1, 1, 1}, 4);
-  y = cx_graph_op(g, "Relu", "relu", &y, 1);
-  y = cx_graph_op(g, "GlobalAveragePool", "pool", &y, 1);
-  y = cx_graph_op(g, "Flatten", "flatten", &y, 1);
-  y = cx_graph_op(g, "Gemm", "fc", (int[]){y, fw, fb}, 3);
-  cx_node_set_int(g, g->n_nodes - 1, "transB", 1);
-  cx_graph_mark_output(g, y);
-  return g;
-}

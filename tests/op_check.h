@@ -37,10 +37,6 @@ const cx_backend *oc_backend(void);
 /* A PARAM named `name` filled with uniform numbers in [lo, hi), from `seed`. Returns its id. */
 int oc_param(cx_graph *g, const char *name, const cx_shape *shape, float lo, float hi,
              uint64_t seed);
-/* conv 3x3 (6 channels, no bias) - relu - global pool - linear (`classes` outputs): a small
- * trainable model of 1-channel side x side images without normalisation, its parameters
- * conv.weight, fc.weight and fc.bias. */
-cx_graph *oc_tiny_cnn(int64_t side, int64_t classes);
 /* A CONST f32 filled the same way. */
 int oc_const(cx_graph *g, const char *name, const cx_shape *shape, float lo, float hi,
              uint64_t seed);

@@ -23,6 +23,7 @@
 #include "../train/trainer.h"
 #include "check.h"
 #include "op_check.h"
+#include "tiny_task.h"
 
 enum { N = 64, SIDE = 8, K = 4, BATCH = 8 };
 
@@ -81,23 +82,14 @@ static cx_backend with_hooks(void) {
 
 /* ---- the model and data ---- */
 
-
 static void make_data(void) {
   snprintf(data_path, sizeof data_path, "%s/set.h5", dir);
-  cx_dataset_meta m = {.h = SIDE, .w = SIDE, .c = 1, .num_classes = K, .source = "test"};
-  cx_dataset_writer *w;
-  if (cx_dataset_writer_create(data_path, &m, &w) != CX_OK) return;
-  uint8_t img[SIDE * SIDE];
-  for (int64_t i = 0; i < N; i++) {
-    int64_t label = i % K;
-    for (int k = 0; k < SIDE * SIDE; k++) img[k] = (uint8_t)((k * 37 + i * 11) % 256);
-    cx_dataset_writer_append(w, "", img, &label, 1);
-  }
-  CHECK(cx_dataset_writer_finish(w) == CX_OK, "writing the set: %s", cx_last_error());
+  CHECK(tiny_dataset_write(data_path, N, SIDE, K) == CX_OK, "writing the set: %s",
+        cx_last_error());
 }
 
 static cx_program *compile_training(const cx_backend *b) {
-  cx_graph *m = oc_tiny_cnn(SIDE, K), *tg = NULL;
+  cx_graph *m = tiny_cnn(SIDE, K), *tg = NULL;
   cx_program *p = NULL;
   cx_status s = cx_train_graph(m, 0, 0, &tg);
   cx_compile_opts o = {.batch = BATCH, .training = true, .loss = "loss", .backend = b};
@@ -213,7 +205,7 @@ static void train(const cx_backend *b, bool bar, seen *w, char **log) {
   o.backend = b;
   o.extensions = &ext;
   o.n_extensions = 1;
-  cx_graph *g = oc_tiny_cnn(SIDE, K);
+  cx_graph *g = tiny_cnn(SIDE, K);
   cx_train_result r;
   CHECK(cx_train(g, &o, &r) == CX_OK, "train: %s", cx_last_error());
   fclose(f);

@@ -18,6 +18,7 @@
 #include "../data/data.h"
 #include "../train/trainer.h"
 #include "op_check.h"
+#include "tiny_task.h"
 #include "check.h"
 
 enum { N = 64, SIDE = 8, K = 4, BATCH = 8 };
@@ -26,23 +27,14 @@ static char dir[64], data_path[128];
 
 static void make_data(void) {
   snprintf(data_path, sizeof data_path, "%s/set.h5", dir);
-  cx_dataset_meta m = {.h = SIDE, .w = SIDE, .c = 1, .num_classes = K, .source = "test"};
-  cx_dataset_writer *w;
-  if (cx_dataset_writer_create(data_path, &m, &w) != CX_OK) return;
-  uint8_t img[SIDE * SIDE];
-  for (int64_t i = 0; i < N; i++) {
-    int64_t label = i % K;
-    for (int k = 0; k < SIDE * SIDE; k++)
-      img[k] = (uint8_t)((k * 37 + i * 11 + (k % SIDE < 2 * label ? 90 : 0)) % 256);
-    cx_dataset_writer_append(w, "", img, &label, 1);
-  }
-  CHECK(cx_dataset_writer_finish(w) == CX_OK, "writing the set: %s", cx_last_error());
+  CHECK(tiny_dataset_write(data_path, N, SIDE, K) == CX_OK, "writing the set: %s",
+        cx_last_error());
 }
 
 /* conv 3x3 - relu - global pool - linear: no normalisation, so large inputs give large
  * gradients (what makes 2^127 overflow). */
 static cx_graph *model(void) {
-  return oc_tiny_cnn(SIDE, K);
+  return tiny_cnn(SIDE, K);
 }
 
 /* Per logged step (every step): the scale and the skipped count. */
