@@ -424,8 +424,7 @@ static cx_status conv_run(const cx_kernel_args *a) {
 /* ---- ConvGrad: inputs (dY, X, W), outputs (dX, dW, dB) ----------------------------------------- */
 
 /* Backward primitives need a forward primitive descriptor of the same layouts as a hint (in the
- * forward's data types). */
-/* The forward primitive a backward one is built against, with the backward one's algorithm. */
+ * forward's data types), with the backward one's algorithm (a ConvGrad's two may differ). */
 static cx_status grad_hint(dnnl_primitive_desc_t *hint, const cx_kernel_args *a,
                            const conv_state *s, const conv_io *io, bool bias, bool winograd) {
   conv_mds m;

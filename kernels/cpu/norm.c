@@ -24,8 +24,6 @@ static bn_dims bn_dims_of(const cx_tensor *x) {
   return d;
 }
 
-/* Sums in LANES independent float accumulators (which the compiler vectorises without
- * reassociating), folded into double once per plane. */
 /* sum(x - k) and sum((x - k)^2), added to *su and *suu; in double, in LANES accumulators (which
  * the compiler vectorises), since the mean is k + sum / n and float sums would leave it an ulp or
  * two off, which moves a fused ReLU's kink */
@@ -49,7 +47,8 @@ static void plane_shifted(const float *x, int64_t s, float k, double *su, double
   }
 }
 
-/* sum(dy) and sum(dy * (x - m)) */
+/* sum(dy) and sum(dy * (x - m)), in LANES independent float accumulators (which the compiler
+ * vectorises without reassociating), folded into double once per plane */
 static void plane_dot(const float *dy, const float *x, int64_t s, float m, double *sdy,
                       double *sdyx) {
   float a[LANES] = {0}, b[LANES] = {0};
@@ -189,17 +188,23 @@ static void bn_train_out(const cx_kernel_args *a, bn_dims d, int64_t c, float me
   cx_bn_save_channel(a, c, mean, invstd, var, m);
 }
 
+/* Channel c's output and statistics from the sums of its m values' offsets from the shift k. */
+static void bn_train_statistics(const cx_kernel_args *a, bn_dims d, int64_t c, float k, double su,
+                                double suu, double m, float eps) {
+  double u = su / m, var = suu / m - u * u;
+  bn_train_out(a, d, c, (float)(k + u), var > 0 ? var : 0, m, eps);
+}
+
 /* The statistics take one pass over X, its values shifted by a value of their channel (the
  * first, averaged over the replicas): mean = k + E[u], var = E[u^2] - E[u]^2 with u = x - k,
  * which cancels little as u is about a standard deviation, and gives a constant channel exactly
  * 0 (norm_nhwc.c computes the same). One channel without replicas: */
 static void bn_train_channel(const cx_kernel_args *a, bn_dims d, int64_t c, float eps) {
   const float *x = cx_f32(&a->in[0]);
-  double m = (double)d.n * d.s, su, suu;
+  double su, suu;
   float k = x[c * d.s];
   channel_shifted(x, d, c, k, &su, &suu);
-  double u = su / m, var = suu / m - u * u;
-  bn_train_out(a, d, c, (float)(k + u), var > 0 ? var : 0, m, eps);
+  bn_train_statistics(a, d, c, k, su, suu, (double)d.n * d.s, eps);
 }
 
 /* Synchronised BatchNorm: the shifts pooled over the replicas (C values and the replica count),
@@ -219,10 +224,7 @@ static cx_status bn_train_synced(const cx_kernel_args *a, bn_dims d, float eps) 
   CX_TRY(cx_bn_pool(a, buf, 2 * d.c + 1));
   double m = buf[2 * d.c];
 #pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < d.c; c++) {
-    double u = su[c] / m, var = suu[c] / m - u * u;
-    bn_train_out(a, d, c, (float)(k[c] + u), var > 0 ? var : 0, m, eps);
-  }
+  for (int64_t c = 0; c < d.c; c++) bn_train_statistics(a, d, c, k[c], su[c], suu[c], m, eps);
   return CX_OK;
 }
 
