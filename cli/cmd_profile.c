@@ -78,10 +78,7 @@ static cx_status run_step(cx_program *p, cx_optimizer *opt, cx_trace *tr, int64_
   CX_TRY(cx_program_backward(p));
   double t0 = cx_profile_now();
   CX_TRY(cx_optimizer_step_program(opt, p, 0.01f));
-  /* a stream backend only queues the update: while profiling it is waited for, so that the
-   * "(optimizer)" row is its time (the nodes' own times come from events, unwaited) */
-  if (cx_program_timings(p) && cx_program_stream(p))
-    CX_TRY(cx_program_backend(p)->sync(cx_program_stream(p)));
+  CX_TRY(cx_program_profile_wait(p)); /* the "(optimizer)" row: the update's time on a stream */
   double dt = cx_profile_now() - t0;
   *opt_s += dt;
   if (!tr) return CX_OK;

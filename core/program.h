@@ -119,6 +119,10 @@ void cx_program_print(const cx_program *p, FILE *f);
  * step: an inference program's forward pass, a training program's backward pass. */
 cx_status cx_program_set_profiling(cx_program *p, bool on);
 const cx_node_timing *cx_program_timings(const cx_program *p); /* NULL when off */
+/* While profiling on a stream backend: waits for the program's stream, so that work queued there
+ * and timed on the host (the optimizer's update) counts its own time rather than the time to
+ * queue it. CX_OK at once otherwise. */
+cx_status cx_program_profile_wait(cx_program *p);
 
 /* After a step produced NaN or Inf: re-runs it node by node and writes into msg which node first
  * produced a non-finite value from finite inputs (or which parameter is not finite). */

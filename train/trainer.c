@@ -642,10 +642,7 @@ static cx_status apply_update(run *r, bool logged, double *grad_norm, float *lr,
   CX_TRY(cx_optimizer_step(r->opt, g, *lr));
   CX_TRY(after_update(r, true));
   if (r->ema) CX_TRY(cx_ema_update(r->ema, r->ck.at));
-  /* while profiling on a stream backend the update is waited for, so that its row is its time
-   * rather than the time to queue it */
-  if (r->prof.on && cx_program_stream(r->train))
-    CX_TRY(cx_program_backend(r->train)->sync(cx_program_stream(r->train)));
+  CX_TRY(cx_program_profile_wait(r->train)); /* its row: the update's time on a stream */
   return cx_train_profiler_host(&r->prof, CX_TRAIN_PROFILE_OPTIMIZER, t0, now() - t0, r->step + 1);
 }
 
