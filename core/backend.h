@@ -100,6 +100,18 @@ enum {
   CX_LAYOUT_ELTWISE = 1 << 2,
 };
 
+/* Activation dtypes a kernel reads and writes besides f32 (cx_kernel.act_dtypes). In a program
+ * whose precision is BF16 the dtype pass (core/act_dtype.c) stores a channels-last activation in
+ * bf16 where its producer and every consumer accept that, so the step moves half the bytes
+ * between ops; the kernels compute in f32 as before, converting on load and store. */
+enum {
+  /* each channels-last argument may independently be bf16 (Conv, ConvGrad, BatchNorm) */
+  CX_ACT_BF16_ANY = 1 << 0,
+  /* element-wise over flat buffers: where every argument has the output's shape, each may
+   * independently be bf16 */
+  CX_ACT_BF16_FLAT = 1 << 1,
+};
+
 typedef struct cx_kernel {
   const char *op;
   /* Optional. Called once at compile time with the tensors' shapes (data pointers not yet valid):
@@ -111,6 +123,7 @@ typedef struct cx_kernel {
   /* Optional (NULL: every node of the op): whether this kernel, on this machine, computes node
    * n as its op says (an attribute the kernel does exactly only with some instruction sets) */
   bool (*supports)(const cx_node *n);
+  unsigned act_dtypes; /* CX_ACT_* flags; 0: f32 activations only */
 } cx_kernel;
 
 typedef struct cx_backend {

@@ -54,6 +54,11 @@ typedef struct cx_node {
   cx_attr *attrs;
 } cx_node;
 
+/* Argument k of node n, inputs first, then outputs: a value id, or -1 for an omitted input. */
+static inline int cx_node_arg(const cx_node *n, int k) {
+  return k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+}
+
 /* The graph IR. Building records nodes only; shapes are inferred and memory placed when a program
  * is compiled. Builder calls never fail loudly: the first error sticks in `status`/`error` and
  * later calls are ignored, so model code reads straight through and checks once at the end. */

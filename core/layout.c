@@ -43,9 +43,6 @@ static bool may_change(const cx_graph *g, const bool *pinned, const cx_tensor *t
          layout_matters(&t[v]);
 }
 
-/* Argument k of node n (inputs first, then outputs), or -1 when omitted. */
-static int arg_value(const cx_node *n, int k) { return k < n->n_in ? n->in[k] : n->out[k - n->n_in]; }
-
 /* A shape whose layout is moot: at most 4-D and, aligned right to 4-D, one channel or one pixel. */
 static bool layout_moot(const cx_shape *s) {
   if (s->ndim > 4) return false;
@@ -61,7 +58,7 @@ static bool layout_moot(const cx_shape *s) {
 static bool eltwise_fits(const cx_node *n, const cx_tensor *t) {
   const cx_shape *big = NULL;
   for (int k = 0; k < n->n_in + n->n_out; k++) {
-    int v = arg_value(n, k);
+    int v = cx_node_arg(n, k);
     if (v < 0 || layout_moot(&t[v].shape)) continue;
     if (t[v].shape.ndim != 4 || (big && !cx_shape_equal(&t[v].shape, big))) return false;
     big = &t[v].shape;
@@ -76,7 +73,7 @@ static void constrain_node(layout_sets *s, const cx_graph *g, const cx_node *n, 
   int first = -1;
   bool plain_member = false;
   for (int k = 0; k < n->n_in + n->n_out; k++) {
-    int v = arg_value(n, k);
+    int v = cx_node_arg(n, k);
     if (v < 0 || !layout_matters(&t[v])) continue;
     if (!may_change(g, pinned, t, v)) {
       plain_member = true;

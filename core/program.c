@@ -11,6 +11,7 @@
 #include "graph_shapes.h"
 #include "infer_fuse.h"
 #include "infer_patterns.h"
+#include "act_dtype.h"
 #include "layout.h"
 #include "node_timer.h"
 #include "op.h"
@@ -39,6 +40,7 @@ struct cx_program {
   int n_bufs;
   int n_params;
   int n_channels_last; /* values the layout pass made channels-last */
+  int n_bf16_acts;     /* values the dtype pass made bf16 */
   int n_bn_folded;     /* BatchNormalization nodes folded into weights (inference) */
   int n_fused;         /* nodes the inference fusions removed */
   int *param_value, *grad_value; /* by parameter index */
@@ -260,6 +262,11 @@ static int merge_accumulators(const cx_program *p, cx_plan_request *req, int n_r
   return n_req;
 }
 
+/* A value's bytes as the passes left it (core/act_dtype.h), or as declared before they ran. */
+static size_t planned_bytes(const cx_program *p, int v) {
+  return p->t ? cx_tensor_nbytes(&p->t[v]) : value_bytes(&p->g->values[v]);
+}
+
 /* The arena's buffers: every value not persistent, live from its producer to its last reader.
  * alias (NULL: no sharing) gets, by value, the value whose buffer it shares, or -1. */
 static int arena_requests(const cx_program *p, cx_plan_request *req, int *alias) {
@@ -274,10 +281,23 @@ static int arena_requests(const cx_program *p, cx_plan_request *req, int *alias)
         if (g->nodes[i].in[k] == v) last = i;
     for (int k = 0; k < g->n_outputs; k++)
       if (g->outputs[k] == v) last = nn; /* readable after the step */
-    req[n_req++] = (cx_plan_request){.value = v, .bytes = align_up(value_bytes(&g->values[v])),
+    req[n_req++] = (cx_plan_request){.value = v, .bytes = align_up(planned_bytes(p, v)),
                                      .first = first, .last = last};
   }
   return alias ? merge_accumulators(p, req, n_req, alias) : n_req;
+}
+
+/* Every value's tensor as declared, without memory yet: kernels are found and the layout and
+ * dtype passes run on these; place_values then gives them their bytes. */
+static cx_status value_forms(cx_program *p) {
+  const cx_graph *g = p->g;
+  p->t = calloc((size_t)g->n_values + 1, sizeof(cx_tensor));
+  if (!p->t) return nomem("value table");
+  for (int v = 0; v < g->n_values; v++) {
+    p->t[v] = cx_tensor_view(g->values[v].dtype, &g->values[v].shape, NULL);
+    p->t[v].device.kind = p->be->device;
+  }
+  return CX_OK;
 }
 
 /* Places every value: persistent ones end to end, activations by the liveness planner. */
@@ -287,8 +307,7 @@ static cx_status place_values(cx_program *p) {
   size_t *off = calloc((size_t)nv + 1, sizeof(size_t));
   cx_plan_request *req = calloc((size_t)nv + 1, sizeof *req);
   int *alias = malloc(sizeof(int) * ((size_t)nv + 1));
-  p->t = calloc((size_t)nv + 1, sizeof(cx_tensor));
-  if (!off || !req || !alias || !p->t) {
+  if (!off || !req || !alias) {
     free(off);
     free(req);
     free(alias);
@@ -330,8 +349,7 @@ static cx_status place_values(cx_program *p) {
   for (int v = 0; v < nv && s == CX_OK; v++) {
     cx_value *x = &g->values[v];
     char *base = is_persistent(p, v) ? p->persist : p->arena;
-    p->t[v] = cx_tensor_view(x->dtype, &x->shape, base + off[v]);
-    p->t[v].device.kind = p->be->device;
+    p->t[v].data = base + off[v];
     if (x->init)
       s = p->be->copy_async(p->t[v].data, p->be->device, x->init, CX_DEVICE_CPU, value_bytes(x),
                             p->stream);
@@ -384,18 +402,19 @@ static cx_status bind_node_tensors(cx_program *p) {
   return CX_OK;
 }
 
-/* Channels-last activations where every kernel touching them accepts it (core/layout.h); graph
- * outputs and persistent values stay plain, so callers only ever see plain tensors. */
-static cx_status choose_layouts(cx_program *p) {
+/* Channels-last activations where every kernel touching them accepts it (core/layout.h), then,
+ * in a bf16 program, bf16 ones (core/act_dtype.h); graph outputs and persistent values stay plain
+ * f32, so callers only ever see plain f32 tensors. */
+static cx_status choose_forms(cx_program *p) {
   const cx_graph *g = p->g;
-  if (!cx_layout_enabled()) return CX_OK;
   bool *pinned = calloc((size_t)g->n_values + 1, sizeof(bool));
   if (!pinned) return nomem("layouts");
   for (int v = 0; v < g->n_values; v++) pinned[v] = is_persistent(p, v);
   for (int k = 0; k < g->n_outputs; k++) pinned[g->outputs[k]] = true;
-  p->n_channels_last = cx_layout_assign(g, p->kernel, pinned, p->t);
+  if (cx_layout_enabled()) p->n_channels_last = cx_layout_assign(g, p->kernel, pinned, p->t);
+  if (p->precision == CX_PRECISION_BF16 && cx_act_dtype_enabled())
+    p->n_bf16_acts = cx_act_dtype_assign(g, p->kernel, pinned, p->t);
   free(pinned);
-  if (p->n_channels_last) fill_node_tensors(p);
   return CX_OK;
 }
 
@@ -507,11 +526,13 @@ static cx_status compile(cx_program *p, const cx_compile_opts *o) {
       }
   }
   if (p->be->stream_create) CX_TRY(p->be->stream_create(&p->stream));
-  CX_TRY(place_values(p));
+  CX_TRY(value_forms(p));
   CX_TRY(bind_node_tensors(p));
-  CX_TRY(find_key_nodes(p));
   CX_TRY(find_kernels(p));
-  CX_TRY(choose_layouts(p));
+  CX_TRY(choose_forms(p));
+  CX_TRY(place_values(p));
+  fill_node_tensors(p);
+  CX_TRY(find_key_nodes(p));
   CX_TRY(prepare_kernels(p));
   return find_grad_ready(p);
 }
@@ -712,6 +733,8 @@ const cx_tensor *cx_program_value_tensor(const cx_program *p, int value) { retur
 
 int cx_program_channels_last_count(const cx_program *p) { return p->n_channels_last; }
 
+int cx_program_bf16_act_count(const cx_program *p) { return p->n_bf16_acts; }
+
 void cx_program_print(const cx_program *p, FILE *f) {
   const cx_memory_plan *m = &p->mem;
   fprintf(f, "program: %d forward + %d backward nodes, %d parameters\n", p->n_fwd,
@@ -721,6 +744,7 @@ void cx_program_print(const cx_program *p, FILE *f) {
           m->n_buffers, m->persistent_bytes / 1048576.0, m->scratch_bytes / 1048576.0);
   if (p->n_channels_last)
     fprintf(f, "layout: %d activations channels-last\n", p->n_channels_last);
+  if (p->n_bf16_acts) fprintf(f, "dtype: %d activations stored in bf16\n", p->n_bf16_acts);
   if (p->n_bn_folded || p->n_fused)
     fprintf(f, "fusion: %d BatchNormalization folded, %d nodes fused into convolutions and "
                "Gemms\n", p->n_bn_folded, p->n_fused);
@@ -747,11 +771,13 @@ cx_status cx_program_profile_wait(cx_program *p) {
 /* Whether an f32 tensor of the program is finite, read back through the backend (its memory
  * may be a device's); a tensor that cannot be read counts as finite. */
 static bool tensor_finite(const cx_program *p, const cx_tensor *t) {
-  if (t->dtype != CX_F32 || !t->data) return true;
-  float *x = malloc(cx_tensor_nbytes(t) + 1);
+  bool floats = t->dtype == CX_F32 || t->dtype == CX_BF16 || t->dtype == CX_F16;
+  if (!floats || !t->data) return true;
+  void *x = malloc(cx_tensor_nbytes(t) + 1);
   bool finite = true;
   if (x && cx_program_read(p, t, x) == CX_OK)
-    for (int64_t i = 0; i < cx_tensor_numel(t) && finite; i++) finite = isfinite(x[i]);
+    for (int64_t i = 0; i < cx_tensor_numel(t) && finite; i++)
+      finite = isfinite(cx_dtype_load(t->dtype, x, (size_t)i));
   free(x);
   return finite;
 }

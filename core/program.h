@@ -107,10 +107,13 @@ int cx_program_buffers(const cx_program *p, const cx_buffer_info **out);
 const cx_graph *cx_program_graph(const cx_program *p);
 int cx_program_forward_nodes(const cx_program *p);
 /* The tensor of value id `value` of the compiled graph. Intermediate activations may be
- * channels-last (cx_tensor_is_channels_last); inputs, outputs and parameters are always plain. */
+ * channels-last (cx_tensor_is_channels_last) and, in a bf16 program, bf16
+ * (cx_program_bf16_act_count); inputs, outputs and parameters are always plain f32. */
 const cx_tensor *cx_program_value_tensor(const cx_program *p, int value);
 /* How many values the layout pass made channels-last (0 under CX_LAYOUT=plain). */
 int cx_program_channels_last_count(const cx_program *p);
+/* how many activations the dtype pass stores in bf16 (core/act_dtype.h) */
+int cx_program_bf16_act_count(const cx_program *p);
 void cx_program_print(const cx_program *p, FILE *f);
 
 /* Per-node timing (seconds, core/node_timer.h), kept while profiling is on; indexed like

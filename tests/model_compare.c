@@ -46,12 +46,17 @@ static cx_graph *with_loss(const char *spec, bool train) {
 
 cx_program *mc_run(const char *spec, bool train, const char *env, const char *value,
                    int64_t batch) {
+  return mc_run_as(spec, train, env, value, batch, CX_PRECISION_F32);
+}
+
+cx_program *mc_run_as(const char *spec, bool train, const char *env, const char *value,
+                      int64_t batch, cx_precision precision) {
   cx_graph *g = with_loss(spec, train);
   if (!g) return NULL;
   cx_program *p = NULL;
   if (env) setenv(env, value, 1);
   cx_compile_opts o = {.batch = batch, .training = train, .loss = train ? "loss" : NULL,
-                       .backend = cx_backend_cpu(), .seed = 3};
+                       .backend = cx_backend_cpu(), .seed = 3, .precision = precision};
   cx_status s = cx_program_compile(g, &o, &p);
   if (env) unsetenv(env);
   cx_graph_free(g);

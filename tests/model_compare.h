@@ -14,6 +14,9 @@
  * (env NULL: nothing set), a fixed input fed, one step run. NULL after printing a failure. */
 cx_program *mc_run(const char *spec, bool train, const char *env, const char *value,
                    int64_t batch);
+/* The same in another precision. */
+cx_program *mc_run_as(const char *spec, bool train, const char *env, const char *value,
+                      int64_t batch, cx_precision precision);
 
 /* Compares loss and every parameter gradient of two training programs (b the reference),
  * printing the errors; gradients relative to max(the tensor's largest, 1e-3 of the model's

@@ -8,6 +8,7 @@
 #include "../../core/ops/activation.h"
 #include "cpu.h"
 #include "eltwise_engine.h"
+#include "stage.h"
 #include "vec_avx2.h"
 
 enum { PAR_MIN = 1 << 15 };
@@ -405,22 +406,49 @@ static act_par params(const cx_kernel_args *a, int lo_in) {
   return p;
 }
 
-static cx_status run_act(const cx_kernel_args *a) {
-  act_par p = params(a, 1);
-  const float *x = cx_f32(&a->in[0]);
-  float *y = cx_f32(&a->out[0]);
+/* The forward over n elements, on the widest instruction set present. */
+static void fwd_rows(const void *ctx, float *y, const float *const *x, int64_t n) {
+  const act_par *p = ctx;
+  if (cx_cpu_avx512()) fwd_avx512(p, y, x[0], n);
+  else if (cx_cpu_avx2()) fwd_avx2(p, y, x[0], n);
+  else fwd_c(p, y, x[0], n);
+}
+
+/* dX from dY and the operands the derivative reads (x[1], x[2]: X, Y, either may be NULL). */
+static void bwd_rows(const void *ctx, float *dx, const float *const *x, int64_t n) {
+  const act_par *p = ctx;
+  if (cx_cpu_avx512()) bwd_avx512(p, dx, x[0], x[1], x[2], n);
+  else if (cx_cpu_avx2()) bwd_avx2(p, dx, x[0], x[1], x[2], n);
+  else bwd_c(p, dx, x[0], x[1], x[2], n);
+}
+
+/* Over the whole output, split between threads; bf16 operands staged (kernels/cpu/stage.h). */
+static void run_rows(const cx_kernel_args *a, cx_stage_fn f, const act_par *p,
+                     const cx_tensor *const *x, int n_x) {
   int64_t n = cx_tensor_numel(&a->out[0]);
-  bool avx = cx_cpu_avx512(), avx2 = cx_cpu_avx2();
+  if (cx_stage_any_bf16(a->in, a->n_in, a->out, 1)) {
+    cx_stage_map(f, p, &a->out[0], x, n_x, n > PAR_MIN);
+    return;
+  }
 #pragma omp parallel if (n > PAR_MIN)
   {
     int64_t i0, i1;
     cx_cpu_thread_range(n, &i0, &i1);
-    if (i0 >= i1) {
-    } else if (avx) fwd_avx512(&p, y + i0, x + i0, i1 - i0);
-    else if (avx2) fwd_avx2(&p, y + i0, x + i0, i1 - i0);
-    else fwd_c(&p, y + i0, x + i0, i1 - i0);
+    const float *xs[3] = {0};
+    for (int k = 0; k < n_x; k++) xs[k] = x[k] ? cx_f32(x[k]) + i0 : NULL;
+    if (i0 < i1) f(p, cx_f32(&a->out[0]) + i0, xs, i1 - i0);
   }
+}
+
+static cx_status run_act(const cx_kernel_args *a) {
+  act_par p = params(a, 1);
+  const cx_tensor *x[1] = {&a->in[0]};
+  run_rows(a, fwd_rows, &p, x, 1);
   return CX_OK;
+}
+
+static const cx_tensor *opt_in(const cx_kernel_args *a, int i) {
+  return i < a->n_in && a->in[i].data ? &a->in[i] : NULL;
 }
 
 /* ActivationGrad(dY, X, Y[, min, max]) */
@@ -429,37 +457,25 @@ static cx_status run_act_grad(const cx_kernel_args *a) {
   if ((int)p.op < 0)
     return cx_fail(CX_ERR_ARG, "node '%s' (ActivationGrad): unknown activation '%s'",
                    a->node->name, cx_node_string(a->node, "op", "(missing)"));
-  const float *dy = cx_f32(&a->in[0]), *x = opt_f32(a, 1), *y = opt_f32(a, 2);
-  float *dx = cx_f32(&a->out[0]);
-  int64_t n = cx_tensor_numel(&a->out[0]);
-  bool avx = cx_cpu_avx512(), avx2 = cx_cpu_avx2();
-#pragma omp parallel if (n > PAR_MIN)
-  {
-    int64_t i0, i1;
-    cx_cpu_thread_range(n, &i0, &i1);
-    const float *xs = x ? x + i0 : NULL, *ys = y ? y + i0 : NULL;
-    if (i0 >= i1) {
-    } else if (avx) bwd_avx512(&p, dx + i0, dy + i0, xs, ys, i1 - i0);
-    else if (avx2) bwd_avx2(&p, dx + i0, dy + i0, xs, ys, i1 - i0);
-    else bwd_c(&p, dx + i0, dy + i0, xs, ys, i1 - i0);
-  }
+  const cx_tensor *x[3] = {&a->in[0], opt_in(a, 1), opt_in(a, 2)};
+  run_rows(a, bwd_rows, &p, x, 3);
   return CX_OK;
 }
 
 const cx_kernel cx_cpu_activation[] = {
-    {"Relu", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"LeakyRelu", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"Clip", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"Sigmoid", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"HardSigmoid", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"HardSwish", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"Tanh", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"Exp", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"Log", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"Sqrt", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"Erf", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"Gelu", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"Reciprocal", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"ActivationGrad", NULL, run_act_grad, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"Relu", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"LeakyRelu", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"Clip", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"Sigmoid", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"HardSigmoid", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"HardSwish", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"Tanh", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"Exp", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"Log", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"Sqrt", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"Erf", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"Gelu", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"Reciprocal", NULL, run_act, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"ActivationGrad", NULL, run_act_grad, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

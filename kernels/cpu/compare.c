@@ -108,12 +108,12 @@ static cx_status run_cast(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_compare[] = {
-    {"Equal", NULL, run_equal, NULL, 0, NULL},
-    {"Less", NULL, run_less, NULL, 0, NULL},
-    {"Greater", NULL, run_greater, NULL, 0, NULL},
-    {"LessOrEqual", NULL, run_less_equal, NULL, 0, NULL},
-    {"GreaterOrEqual", NULL, run_greater_equal, NULL, 0, NULL},
-    {"Not", NULL, run_not, NULL, 0, NULL},
-    {"Cast", NULL, run_cast, NULL, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"Equal", NULL, run_equal, NULL, 0, NULL, 0},
+    {"Less", NULL, run_less, NULL, 0, NULL, 0},
+    {"Greater", NULL, run_greater, NULL, 0, NULL, 0},
+    {"LessOrEqual", NULL, run_less_equal, NULL, 0, NULL, 0},
+    {"GreaterOrEqual", NULL, run_greater_equal, NULL, 0, NULL, 0},
+    {"Not", NULL, run_not, NULL, 0, NULL, 0},
+    {"Cast", NULL, run_cast, NULL, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

@@ -22,8 +22,10 @@
  * Those buffers and oneDNN's own scratchpad are the kernel's scratch.
  *
  * bf16 autocast (precision BF16) rides on the same reorders: the primitive reads bf16 and writes
- * f32 (see conv_types_for), so the reorder into scratch also rounds. The hand-written depthwise
- * paths stay f32.
+ * f32 (see conv_types_for), so the reorder into scratch also rounds. Activations the dtype pass
+ * stored in bf16 (core/act_dtype.h) are described as bf16: read as they are, and written in bf16
+ * by a bf16 primitive (or reordered into bf16 after an f32 one). The hand-written depthwise paths
+ * stay f32; they never see bf16, which comes channels-last only.
  *
  * Environment knobs, for benchmarks and for testing the other paths:
  *   CX_CONV_DEPTHWISE=dnnl | c    depthwise 3x3 through oneDNN / through the portable C loops
@@ -75,7 +77,7 @@ typedef enum { CONV_WRITES_DST, CONV_WRITES_SRC, CONV_WRITES_WEI } conv_dir;
 
 typedef struct conv_state conv_state;
 static conv_types conv_types_for(const conv_state *s, const cx_kernel_args *a, conv_dir dir,
-                                 bool winograd);
+                                 const cx_tensor *written, bool winograd);
 /* The activation tensors one primitive reads or writes in src and dst roles (X or dX, Y or dY). */
 typedef struct conv_io {
   const cx_tensor *src, *dst, *wei;
@@ -134,10 +136,16 @@ static dnnl_format_tag_t prim_tag(conv_fmt f, dnnl_format_tag_t user, bool act) 
   return f == FMT_NHWC ? dnnl_nhwc : user;
 }
 
+/* The data type of an activation as the program holds it. */
+static dnnl_data_type_t act_type(const cx_tensor *t) {
+  return t->dtype == CX_BF16 ? dnnl_bf16 : dnnl_f32;
+}
+
+/* user: the program's buffer (of type held); prim: what the primitive is asked for (of type dt) */
 static cx_status md_init(dnnl_memory_desc_t *user, dnnl_memory_desc_t *prim, const cx_node *node,
                          int nd, const dnnl_dims_t dims, dnnl_format_tag_t tag, conv_fmt f,
-                         bool act, dnnl_data_type_t dt) {
-  CX_DNNL(dnnl_memory_desc_init_by_tag(user, nd, dims, dnnl_f32, tag), node);
+                         bool act, dnnl_data_type_t held, dnnl_data_type_t dt) {
+  CX_DNNL(dnnl_memory_desc_init_by_tag(user, nd, dims, held, tag), node);
   CX_DNNL(dnnl_memory_desc_init_by_tag(prim, nd, dims, dt, prim_tag(f, tag, act)), node);
   return CX_OK;
 }
@@ -208,17 +216,17 @@ static cx_status mds_init(conv_mds *m, const cx_node *node, const cx_conv_geom *
   int64_t gr = g->group;
   bool w_cl = io->wei && cx_tensor_nhwc(io->wei); /* OHWI: weights computed by channels-last ops */
   CX_TRY(md_init(&m->u_src, &m->src, node, 4, (dnnl_dims_t){g->n, g->c_in, g->h, g->w},
-                 act_tag(io->src, f), f, true, t.src));
+                 act_tag(io->src, f), f, true, act_type(io->src), t.src));
   CX_TRY(md_init(&m->u_dst, &m->dst, node, 4, (dnnl_dims_t){g->n, g->c_out, g->oh, g->ow},
-                 act_tag(io->dst, f), f, true, t.dst));
+                 act_tag(io->dst, f), f, true, act_type(io->dst), t.dst));
   dnnl_format_tag_t wtag = gr > 1 ? (w_cl ? dnnl_gohwi : dnnl_goihw) : w_cl ? dnnl_ohwi : dnnl_oihw;
   if (gr == 1)
     CX_TRY(md_init(&m->u_wei, &m->wei, node, 4, (dnnl_dims_t){g->c_out, g->c_in, g->kh, g->kw},
-                   wtag, f, false, t.wei));
+                   wtag, f, false, dnnl_f32, t.wei));
   else
     CX_TRY(md_init(&m->u_wei, &m->wei, node, 5,
                    (dnnl_dims_t){gr, g->c_out / gr, g->c_in / gr, g->kh, g->kw}, wtag, f, false,
-                   t.wei));
+                   dnnl_f32, t.wei));
   if (crop->on) CX_TRY(wei_crop_md(&m->u_wei, node, full, crop, wtag));
   CX_DNNL(dnnl_memory_desc_init_by_tag(&m->bias, 1, (dnnl_dims_t){g->c_out}, dnnl_f32, dnnl_x), node);
   memcpy(m->strides, (dnnl_dims_t){g->sh, g->sw}, sizeof(dnnl_dims_t));
@@ -257,9 +265,10 @@ struct conv_state {
 
 /* Under BF16 a primitive reads bf16 and writes f32 (oneDNN's mixed bf16 convolutions on
  * avx512_core_bf16): operands are rounded on the way in, results and gradients stay f32 for the
- * f32 ops around and the f32 master weights. */
+ * f32 ops around and the f32 master weights; an activation held in bf16 (`written`, the tensor
+ * the primitive writes: Y or dX) is written in bf16 directly. */
 static conv_types conv_types_for(const conv_state *s, const cx_kernel_args *a, conv_dir dir,
-                                 bool winograd) {
+                                 const cx_tensor *written, bool winograd) {
   const cx_conv_geom *g = &s->g;
   dnnl_data_type_t in = a->precision == CX_PRECISION_BF16 && !s->f32 ? dnnl_bf16 : dnnl_f32;
   /* oneDNN 2.6's blocked jit_bf16 backward-weights kernel is pathological on strided
@@ -272,9 +281,11 @@ static conv_types conv_types_for(const conv_state *s, const cx_kernel_args *a, c
   /* oneDNN's Winograd is f32 only: where it is measured faster than the bf16 direct primitive
    * (conv_tuned), a bf16 program computes that convolution in f32, more exactly */
   if (winograd) in = dnnl_f32;
-  return (conv_types){.src = dir == CONV_WRITES_SRC ? dnnl_f32 : in,
+  dnnl_data_type_t out = in == dnnl_bf16 && written && written->dtype == CX_BF16 ? dnnl_bf16
+                                                                                 : dnnl_f32;
+  return (conv_types){.src = dir == CONV_WRITES_SRC ? out : in,
                       .wei = dir == CONV_WRITES_WEI ? dnnl_f32 : in,
-                      .dst = dir == CONV_WRITES_DST ? dnnl_f32 : in,
+                      .dst = dir == CONV_WRITES_DST ? out : in,
                       .plain = in == dnnl_bf16 && dir == CONV_WRITES_WEI && strided,
                       .winograd = winograd};
 }
@@ -387,7 +398,7 @@ static cx_status conv_build_fwd(conv_state *s, const cx_kernel_args *a) {
   bool bias = has_bias(a);
   cx_dnnl_exec *e = &s->fwd;
   conv_io io = {&a->in[0], &a->out[0], &a->in[1]};
-  conv_types t = conv_types_for(s, a, CONV_WRITES_DST, s->winograd);
+  conv_types t = conv_types_for(s, a, CONV_WRITES_DST, &a->out[0], s->winograd);
   t.inference = !a->training;
   CX_TRY(mds_init(&m, a->node, &s->g, &s->crop, &io, t));
   CX_TRY(fwd_desc(&cd, a->node, &m, a->training, bias));
@@ -432,7 +443,7 @@ static cx_status grad_hint(dnnl_primitive_desc_t *hint, const cx_kernel_args *a,
   dnnl_engine_t eng = cx_dnnl_engine();
   if (!eng) return CX_ERR_BACKEND;
   CX_TRY(mds_init(&m, a->node, &s->g, &s->crop, io,
-                  conv_types_for(s, a, CONV_WRITES_DST, winograd)));
+                  conv_types_for(s, a, CONV_WRITES_DST, NULL, winograd)));
   CX_TRY(fwd_desc(&cd, a->node, &m, true, bias));
   CX_DNNL(dnnl_primitive_desc_create(hint, &cd, NULL, eng, NULL), a->node);
   return CX_OK;
@@ -446,7 +457,7 @@ static cx_status grad_build_data(conv_state *s, const cx_kernel_args *a) {
   cx_dnnl_exec *e = &s->bwd_data;
   conv_io io = {&a->out[0], &a->in[0], &a->in[2]};
   CX_TRY(mds_init(m, a->node, &s->g, &s->crop, &io,
-                  conv_types_for(s, a, CONV_WRITES_SRC, s->winograd)));
+                  conv_types_for(s, a, CONV_WRITES_SRC, &a->out[0], s->winograd)));
   CX_DNNL(dnnl_dilated_convolution_backward_data_desc_init(&cd, m->alg, &m->src,
                                                            &m->wei, &m->dst, m->strides,
                                                            m->dilates, m->pad_l, m->pad_r),
@@ -471,7 +482,7 @@ static cx_status grad_build_weights(conv_state *s, const cx_kernel_args *a) {
   cx_dnnl_exec *e = &s->bwd_weights;
   conv_io io = {&a->in[1], &a->in[0], &a->out[1]};
   CX_TRY(mds_init(m, a->node, &s->g, &s->crop, &io,
-                  conv_types_for(s, a, CONV_WRITES_WEI, s->winograd_weights)));
+                  conv_types_for(s, a, CONV_WRITES_WEI, NULL, s->winograd_weights)));
   CX_DNNL(dnnl_dilated_convolution_backward_weights_desc_init(
               &cd, m->alg, &m->src, &m->wei, db ? &m->bias : NULL, &m->dst,
               m->strides, m->dilates, m->pad_l, m->pad_r),
@@ -491,7 +502,8 @@ static cx_status grad_build_weights(conv_state *s, const cx_kernel_args *a) {
 /* Channels-last depthwise 3x3 whose weight gradient oneDNN runs through a generic kernel (no
  * "dw" in its implementation name): ours is several times faster there. */
 static bool want_own_wgrad(const conv_state *s, const cx_kernel_args *a) {
-  if (!cx_conv_geom_is_dw3x3(&s->g) || !cx_tensor_nhwc(&a->in[0]) || !cx_tensor_nhwc(&a->in[1]))
+  if (!cx_conv_geom_is_dw3x3(&s->g) || !cx_tensor_nhwc(&a->in[0]) || !cx_tensor_nhwc(&a->in[1]) ||
+      a->in[0].dtype != CX_F32 || a->in[1].dtype != CX_F32)
     return false;
   const char *force = getenv("CX_CONV_DW_NHWC"), *impl = NULL;
   if (force && strcmp(force, "c") == 0) return true;
@@ -528,16 +540,16 @@ static size_t grad_scratch(const conv_state *s) {
 }
 
 /* dB = dY summed over batch and pixels; for the rare ConvGrad that wants dB without dW. Pixels are
- * one W-stride apart in both layouts (NCHW: 1, NHWC: C). */
+ * one W-stride apart in both layouts (NCHW: 1, NHWC: C); dY is f32 or bf16. */
 static void bias_grad(const cx_conv_geom *g, const cx_tensor *dyt, float *db) {
-  const float *dy = cx_f32(dyt);
-  int64_t plane = g->oh * g->ow, sn = dyt->strides[0] / 4, sc = dyt->strides[1] / 4,
-          sp = dyt->strides[3] / 4;
+  int64_t e = (int64_t)cx_dtype_size(dyt->dtype), plane = g->oh * g->ow;
+  int64_t sn = dyt->strides[0] / e, sc = dyt->strides[1] / e, sp = dyt->strides[3] / e;
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < g->c_out; c++) {
     double s = 0;
     for (int64_t n = 0; n < g->n; n++)
-      for (int64_t i = 0; i < plane; i++) s += dy[n * sn + c * sc + i * sp];
+      for (int64_t i = 0; i < plane; i++)
+        s += cx_dtype_load(dyt->dtype, dyt->data, (size_t)(n * sn + c * sc + i * sp));
     db[c] = (float)s;
   }
 }
@@ -607,12 +619,12 @@ static conv_state *state_built(const cx_kernel_args *a, const conv_kind *k, int 
 }
 
 /* The timing cache's key: the op and its outputs, precision, threads, each tensor's layout (n:
- * channels-last, p: plain, -: absent) and the geometry. */
+ * channels-last, b: channels-last bf16, p: plain, -: absent) and the geometry. */
 static void conv_key(const cx_kernel_args *a, const conv_state *s, char *key, size_t n) {
   char lay[16] = {0};
   for (int k = 0; k < a->n_in + a->n_out && k < 15; k++) {
     const cx_tensor *t = k < a->n_in ? &a->in[k] : &a->out[k - a->n_in];
-    lay[k] = !t->data ? '-' : cx_tensor_nhwc(t) ? 'n' : 'p';
+    lay[k] = !t->data ? '-' : !cx_tensor_nhwc(t) ? 'p' : t->dtype == CX_BF16 ? 'b' : 'n';
   }
   const cx_conv_geom *g = &s->g;
   snprintf(key, n,
@@ -725,8 +737,8 @@ static cx_status grad_prepare(const cx_kernel_args *a, void **state, size_t *scr
 }
 
 const cx_kernel cx_cpu_conv[] = {
-    {"Conv", conv_prepare, conv_run, conv_release, CX_LAYOUT_ANY, NULL},
-    {"ConvFused", conv_prepare, conv_run, conv_release, CX_LAYOUT_ANY, NULL},
-    {"ConvGrad", grad_prepare, grad_run, conv_release, CX_LAYOUT_ANY, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"Conv", conv_prepare, conv_run, conv_release, CX_LAYOUT_ANY, NULL, CX_ACT_BF16_ANY},
+    {"ConvFused", conv_prepare, conv_run, conv_release, CX_LAYOUT_ANY, NULL, 0},
+    {"ConvGrad", grad_prepare, grad_run, conv_release, CX_LAYOUT_ANY, NULL, CX_ACT_BF16_ANY},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

@@ -7,6 +7,7 @@
 #include "../../core/ops/eltwise.h"
 #include "cpu.h"
 #include "eltwise_engine.h"
+#include "stage.h"
 
 enum { SUM_CHUNK = 4096, PAR_MIN = 1 << 15 };
 
@@ -41,7 +42,25 @@ static bin_shapes shapes_of(const cx_kernel_args *a, const cx_shape *as, const c
   return r;
 }
 
+/* y = a op b over n elements of one shape (bf16 operands staged, kernels/cpu/stage.h) */
+static void binary_rows(const void *ctx, float *y, const float *const *x, int64_t n) {
+  cx_bin_op op = *(const cx_bin_op *)ctx;
+  const float *a = x[0], *b = x[1];
+  if (op == CX_BIN_ADD) {
+    cx_cpu_row_add(y, a, b, n);
+    return;
+  }
+#pragma omp simd
+  for (int64_t i = 0; i < n; i++)
+    y[i] = op == CX_BIN_SUB ? a[i] - b[i] : op == CX_BIN_MUL ? a[i] * b[i] : a[i] / b[i];
+}
+
 static cx_status binary(const cx_kernel_args *a, cx_bin_op op) {
+  if (cx_stage_any_bf16(a->in, a->n_in, a->out, 1)) { /* one shape (CX_ACT_BF16_FLAT) */
+    const cx_tensor *x[2] = {&a->in[0], &a->in[1]};
+    cx_stage_map(binary_rows, &op, &a->out[0], x, 2, cx_tensor_numel(&a->out[0]) > PAR_MIN);
+    return CX_OK;
+  }
   bin_shapes s = shapes_of(a, &a->in[0].shape, &a->in[1].shape);
   cx_cpu_binary(op, 1.0f, cx_f32(&a->out[0]), &s.y, cx_f32(&a->in[0]), &s.a, cx_f32(&a->in[1]),
                 &s.b);
@@ -82,7 +101,31 @@ static void sum_same_shape(const cx_kernel_args *a) {
   }
 }
 
+/* sum_same_shape with bf16 operands: each chunk of the output gathers its inputs in f32 */
+static void sum_staged(const cx_kernel_args *a) {
+  int64_t n = cx_tensor_numel(&a->out[0]);
+  int first = next_live(a, 0);
+#pragma omp parallel if (n * a->n_in > PAR_MIN)
+  {
+    _Alignas(64) float in[CX_STAGE], acc[CX_STAGE];
+    int64_t i0, i1;
+    cx_cpu_thread_range(n, &i0, &i1);
+    for (int64_t i = i0; i < i1; i += CX_STAGE) {
+      int64_t len = i1 - i < CX_STAGE ? i1 - i : CX_STAGE;
+      float *y = cx_stage_out(&a->out[0], i, acc);
+      memcpy(y, cx_stage_in(&a->in[first], i, len, in), sizeof(float) * (size_t)len);
+      for (int k = next_live(a, first + 1); k < a->n_in; k = next_live(a, k + 1))
+        cx_cpu_row_add(y, y, cx_stage_in(&a->in[k], i, len, in), len);
+      cx_stage_commit(&a->out[0], i, len, y);
+    }
+  }
+}
+
 static cx_status run_sum(const cx_kernel_args *a) {
+  if (cx_stage_any_bf16(a->in, a->n_in, a->out, 1)) { /* one shape (CX_ACT_BF16_FLAT) */
+    sum_staged(a);
+    return CX_OK;
+  }
   bool same = true;
   for (int i = next_live(a, 0); i < a->n_in; i = next_live(a, i + 1))
     same = same && cx_shape_equal(&a->in[i].shape, &a->out[0].shape);
@@ -123,13 +166,13 @@ static cx_status run_broadcast_to(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_eltwise[] = {
-    {"Add", NULL, run_add, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"Sub", NULL, run_sub, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"Mul", NULL, run_mul, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"Div", NULL, run_div, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"Sum", NULL, run_sum, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"Neg", NULL, run_neg, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"ReduceSumTo", NULL, run_reduce_sum_to, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"BroadcastTo", NULL, run_broadcast_to, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"Add", NULL, run_add, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"Sub", NULL, run_sub, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"Mul", NULL, run_mul, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"Div", NULL, run_div, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"Sum", NULL, run_sum, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
+    {"Neg", NULL, run_neg, NULL, CX_LAYOUT_ELTWISE, NULL, 0},
+    {"ReduceSumTo", NULL, run_reduce_sum_to, NULL, CX_LAYOUT_ELTWISE, NULL, 0},
+    {"BroadcastTo", NULL, run_broadcast_to, NULL, CX_LAYOUT_ELTWISE, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

@@ -73,9 +73,9 @@ static cx_status run_gather_nd_grad(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_gather[] = {
-    {"Gather", NULL, run_gather, NULL, 0, NULL},
-    {"GatherGrad", NULL, run_gather_grad, NULL, 0, NULL},
-    {"GatherND", NULL, run_gather_nd, NULL, 0, NULL},
-    {"GatherNDGrad", NULL, run_gather_nd_grad, NULL, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"Gather", NULL, run_gather, NULL, 0, NULL, 0},
+    {"GatherGrad", NULL, run_gather_grad, NULL, 0, NULL, 0},
+    {"GatherND", NULL, run_gather_nd, NULL, 0, NULL, 0},
+    {"GatherNDGrad", NULL, run_gather_nd_grad, NULL, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

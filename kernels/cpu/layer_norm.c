@@ -95,8 +95,8 @@ static cx_status run_ln_grad(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_layer_norm[] = {
-    {"LayerNormalization", NULL, run_ln, NULL, 0, NULL},
-    {"LayerNormTrain", NULL, run_ln, NULL, 0, NULL},
-    {"LayerNormGrad", NULL, run_ln_grad, NULL, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"LayerNormalization", NULL, run_ln, NULL, 0, NULL, 0},
+    {"LayerNormTrain", NULL, run_ln, NULL, 0, NULL, 0},
+    {"LayerNormGrad", NULL, run_ln_grad, NULL, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

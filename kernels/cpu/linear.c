@@ -287,10 +287,10 @@ static cx_status gemm_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_linear[] = {
-    {"Gemm", gemm_prepare, gemm_run, mm_release, 0, NULL},
-    {"GemmFused", gemm_prepare, gemm_run, mm_release, 0, NULL},
-    {"MatMul", matmul_prepare, matmul_run, mm_release, 0, NULL},
-    {"MatMulT", matmul_prepare, matmul_run, mm_release, 0, NULL},
-    {"MatMulFused", matmul_prepare, matmul_run, mm_release, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"Gemm", gemm_prepare, gemm_run, mm_release, 0, NULL, 0},
+    {"GemmFused", gemm_prepare, gemm_run, mm_release, 0, NULL, 0},
+    {"MatMul", matmul_prepare, matmul_run, mm_release, 0, NULL, 0},
+    {"MatMulT", matmul_prepare, matmul_run, mm_release, 0, NULL, 0},
+    {"MatMulFused", matmul_prepare, matmul_run, mm_release, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

@@ -349,9 +349,9 @@ static cx_status run_kd_grad(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_loss[] = {
-    {"SoftmaxCrossEntropyLoss", NULL, run_sce, NULL, 0, NULL},
-    {"SoftmaxCrossEntropyLossGrad", NULL, run_sce_grad, NULL, 0, NULL},
-    {"KLDivTemperature", NULL, run_kd, NULL, 0, NULL},
-    {"KLDivTemperatureGrad", NULL, run_kd_grad, NULL, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"SoftmaxCrossEntropyLoss", NULL, run_sce, NULL, 0, NULL, 0},
+    {"SoftmaxCrossEntropyLossGrad", NULL, run_sce_grad, NULL, 0, NULL, 0},
+    {"KLDivTemperature", NULL, run_kd, NULL, 0, NULL, 0},
+    {"KLDivTemperatureGrad", NULL, run_kd_grad, NULL, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

@@ -333,8 +333,8 @@ static cx_status bn_grad_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_norm[] = {
-    {"BatchNormalization", bn_prepare, bn_infer_run, free, CX_LAYOUT_SHARED, NULL},
-    {"BatchNormTrain", bn_prepare, bn_train_run, free, CX_LAYOUT_SHARED, NULL},
-    {"BatchNormGrad", bn_grad_prepare, bn_grad_run, free, CX_LAYOUT_SHARED, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"BatchNormalization", bn_prepare, bn_infer_run, free, CX_LAYOUT_SHARED, NULL, 0},
+    {"BatchNormTrain", bn_prepare, bn_train_run, free, CX_LAYOUT_SHARED, NULL, CX_ACT_BF16_ANY},
+    {"BatchNormGrad", bn_grad_prepare, bn_grad_run, free, CX_LAYOUT_SHARED, NULL, CX_ACT_BF16_ANY},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

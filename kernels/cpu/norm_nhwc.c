@@ -6,6 +6,7 @@
 
 #include "../../core/ops/norm.h"
 #include "eltwise_engine.h"
+#include "stage.h"
 
 /* Channels-last data is a flat run of rows of C floats. Loops over rows with an inner loop over C
  * waste most of a vector when C is small (8, 24, 72 in a slim MobileNet), so every loop runs
@@ -16,7 +17,11 @@
  * The loops are written once in plain C with `omp simd` and compiled three times, for AVX-512,
  * AVX2 + FMA and the baseline target (isa() picks at run time). The gradient's sums collect BLOCK
  * tiles in float, then fold into double, so long reductions keep their accuracy; the forward's
- * statistics sum in double throughout (shifted_sums). */
+ * statistics sum in double throughout (shifted_sums).
+ *
+ * bf16 activations (core/act_dtype.h: X, Y, dY, dX each f32 or bf16) run the same loops on
+ * pieces of whole tiles staged through per-thread f32 buffers (kernels/cpu/stage.h); the pieces
+ * keep each sum's order, so the results are the f32 loops' on the widened values. */
 
 enum { BLOCK = 32, LANES = 16, MIN_TILE = 128 };
 enum { ISA_C, ISA_AVX2, ISA_AVX512 };
@@ -150,27 +155,33 @@ static int64_t tile_of(int64_t c) {
 
 typedef struct bn_geom {
   int64_t rows, c, t; /* t: the tile (tile_of) */
+  int64_t piece;      /* a staged piece: whole tiles, about CX_STAGE floats */
 } bn_geom;
+
+static int64_t piece_of(int64_t t) { return (CX_STAGE > t ? CX_STAGE / t : 1) * t; }
 
 /* Channels-last [N, C, H, W], or any [N, C, 1...] (norm.c's bn_rows): numel / C rows of C. */
 static bn_geom geom_of(const cx_tensor *x) {
-  int64_t c = x->shape.d[1];
-  return (bn_geom){cx_shape_numel(&x->shape) / c, c, tile_of(c)};
+  int64_t c = x->shape.d[1], t = tile_of(c);
+  return (bn_geom){cx_shape_numel(&x->shape) / c, c, t, piece_of(t)};
 }
 
 /* The scratch: per-thread double partials (2C each), per-thread lanes (2T doubles each), six
  * tiled per-channel rows (T each): the mean, the coefficients of dX (k, kx, b), and those of the
- * forward normalisation (kf, bf) that a fused activation's gradient recomputes; and the 2C + 1
- * sums a synchronised BatchNorm pools over the replicas (cx_bn_pool). */
+ * forward normalisation (kf, bf) that a fused activation's gradient recomputes; per-thread
+ * staging slots for bf16 arguments (STAGE_SLOTS pieces each); and the 2C + 1 sums a
+ * synchronised BatchNorm pools over the replicas (cx_bn_pool). */
+enum { STAGE_SLOTS = 3 };
 typedef struct bn_scratch {
   double *part, *pool;
-  float *lanes, *m, *k, *kx, *b, *kf, *bf;
+  float *lanes, *m, *k, *kx, *b, *kf, *bf, *stage;
 } bn_scratch;
 
 size_t cx_bn_nhwc_scratch(int64_t c, int threads) {
   int64_t t = tile_of(c);
   return (size_t)threads * (2 * (size_t)c + 2 * (size_t)t) * sizeof(double) +
-         6 * (size_t)t * sizeof(float) + cx_bn_pool_bytes(c);
+         6 * (size_t)t * sizeof(float) +
+         (size_t)threads * STAGE_SLOTS * (size_t)piece_of(t) * sizeof(float) + cx_bn_pool_bytes(c);
 }
 
 static bn_scratch scratch_of(const cx_kernel_args *a, const bn_geom *d, int threads) {
@@ -182,8 +193,24 @@ static bn_scratch scratch_of(const cx_kernel_args *a, const bn_geom *d, int thre
   s.b = s.kx + d->t;
   s.kf = s.b + d->t;
   s.bf = s.kf + d->t;
-  s.pool = (double *)(s.bf + d->t); /* 6T + 4T·threads floats: a multiple of 16 */
+  s.stage = s.bf + d->t;
+  /* 6T + 4T·threads + 3·piece·threads floats: a multiple of 16 */
+  s.pool = (double *)(s.stage + (size_t)threads * STAGE_SLOTS * (size_t)d->piece);
   return s;
+}
+
+/* This thread's staging slot k (a piece of floats). */
+static float *slot(const bn_scratch *s, const bn_geom *d, int k) {
+  return s->stage + ((size_t)omp_get_thread_num() * STAGE_SLOTS + (size_t)k) * (size_t)d->piece;
+}
+
+/* How many floats one call of the loops takes: all n when no argument is staged. */
+static int64_t step_of(const bn_geom *d, bool staged, int64_t n) {
+  return staged ? d->piece : n > 0 ? n : 1;
+}
+
+static bool any_bf16(const cx_tensor *a, const cx_tensor *b, const cx_tensor *c) {
+  return a->dtype == CX_BF16 || b->dtype == CX_BF16 || (c && c->dtype == CX_BF16);
 }
 
 /* Repeats row[0..c) over the tile (row is its first c entries). */
@@ -204,8 +231,8 @@ static void thread_span(const bn_geom *d, int64_t *f0, int64_t *f1) {
 /* Two sums at once, into slots 0 and 1: for BatchNormGrad sum(dy) and sum(dy * (x - m)), with a
  * fused activation (act) of dy masked by it; with dy NULL (BatchNormTrain's one pass) sum(x - m)
  * and sum((x - m)^2), m being the shift. */
-static void partial_pairs(const bn_scratch *s, const bn_geom *d, const float *dy, const float *x,
-                          const float *act, int v) {
+static void partial_pairs(const bn_scratch *s, const bn_geom *d, const cx_tensor *dyt,
+                          const cx_tensor *xt, const float *act, int v) {
   int th = omp_get_thread_num();
   float *l0 = s->lanes + (size_t)th * 4 * (size_t)d->t, *l1 = l0 + d->t;
   double *d0 = (double *)l0, *d1 = d0 + d->t; /* the same room, for dy NULL */
@@ -213,16 +240,22 @@ static void partial_pairs(const bn_scratch *s, const bn_geom *d, const float *dy
   int64_t f0, f1;
   thread_span(d, &f0, &f1);
   memset(a0, 0, sizeof(double) * 2 * (size_t)d->c);
+  int64_t step = step_of(d, any_bf16(xt, xt, dyt), BLOCK * d->t);
   for (int64_t o = f0; o < f1; o += BLOCK * d->t) {
     int64_t n = f1 - o < BLOCK * d->t ? f1 - o : BLOCK * d->t;
     memset(d0, 0, sizeof(double) * 2 * (size_t)d->t);
-    if (!dy) PICK(v, shifted_sums, x + o, n, d->t, s->m, d0, d1);
-    else if (act)
-      PICK(v, dots_masked, dy + o, x + o, n, d->t, s->m, s->kf, s->bf, act[0], act[1], l0, l1);
-    else PICK(v, dots, dy + o, x + o, n, d->t, s->m, l0, l1);
+    for (int64_t p = o; p < o + n; p += step) {
+      int64_t len = o + n - p < step ? o + n - p : step;
+      const float *xs = cx_stage_in(xt, p, len, slot(s, d, 0));
+      const float *ds = dyt ? cx_stage_in(dyt, p, len, slot(s, d, 1)) : NULL;
+      if (!dyt) PICK(v, shifted_sums, xs, len, d->t, s->m, d0, d1);
+      else if (act)
+        PICK(v, dots_masked, ds, xs, len, d->t, s->m, s->kf, s->bf, act[0], act[1], l0, l1);
+      else PICK(v, dots, ds, xs, len, d->t, s->m, l0, l1);
+    }
     for (int64_t j = 0; j < d->t; j++) {
-      a0[j % d->c] += dy ? l0[j] : d0[j];
-      a1[j % d->c] += dy ? l1[j] : d1[j];
+      a0[j % d->c] += dyt ? l0[j] : d0[j];
+      a1[j % d->c] += dyt ? l1[j] : d1[j];
     }
   }
   (void)v;
@@ -233,6 +266,23 @@ static double reduce(const bn_scratch *s, const bn_geom *d, int nt, int slot, in
   double t = 0;
   for (int i = 0; i < nt; i++) t += s->part[((size_t)i * 2 + (size_t)slot) * (size_t)d->c + (size_t)c];
   return t;
+}
+
+/* y = x * k + b over this thread's span, clamped to act[0..1] unless act is NULL. */
+static void normalize_span(const bn_scratch *s, const bn_geom *d, const cx_tensor *x,
+                           const cx_tensor *y, const float *act, int v) {
+  int64_t f0, f1;
+  thread_span(d, &f0, &f1);
+  int64_t step = step_of(d, any_bf16(x, y, NULL), f1 - f0);
+  for (int64_t o = f0; o < f1; o += step) {
+    int64_t len = f1 - o < step ? f1 - o : step;
+    const float *xs = cx_stage_in(x, o, len, slot(s, d, 0));
+    float *ys = cx_stage_out(y, o, slot(s, d, 1));
+    if (act) PICK(v, affine_clamp, xs, ys, len, d->t, s->k, s->b, act[0], act[1]);
+    else PICK(v, affine, xs, ys, len, d->t, s->k, s->b);
+    cx_stage_commit(y, o, len, ys);
+  }
+  (void)v;
 }
 
 void cx_bn_nhwc_infer(const cx_kernel_args *a, int threads) {
@@ -247,16 +297,9 @@ void cx_bn_nhwc_infer(const cx_kernel_args *a, int threads) {
   }
   tile(s.k, &d);
   tile(s.b, &d);
-  const float *x = cx_f32(&a->in[0]);
-  float *y = cx_f32(&a->out[0]);
   int v = isa();
-  (void)v;
 #pragma omp parallel num_threads(threads)
-  {
-    int64_t f0, f1;
-    thread_span(&d, &f0, &f1);
-    PICK(v, affine, x + f0, y + f0, f1 - f0, d.t, s.k, s.b);
-  }
+  normalize_span(&s, &d, &a->in[0], &a->out[0], NULL, v);
 }
 
 /* Channel c's statistics once its variance is known: outputs, running statistics, and the affine
@@ -272,8 +315,8 @@ static void train_finish(const cx_kernel_args *a, const bn_scratch *s, int64_t c
 /* The shift of each channel's sums: its first value, averaged over the replicas (one value on
  * each, so that all shift alike). A constant channel shifts by its value exactly (the average of
  * equal floats is exact in double) and its variance comes out exactly 0. */
-static cx_status shift_of(const cx_kernel_args *a, const bn_scratch *s, const bn_geom *d,
-                          const float *x) {
+static cx_status shift_of(const cx_kernel_args *a, const bn_scratch *s, const bn_geom *d) {
+  const float *x = cx_stage_in(&a->in[0], 0, d->c, s->k); /* k is made after */
   for (int64_t c = 0; c < d->c; c++) s->pool[c] = x[c];
   s->pool[d->c] = 1;
   CX_TRY(cx_bn_pool(a, s->pool, d->c + 1));
@@ -308,12 +351,11 @@ static cx_status train_statistics(const cx_kernel_args *a, const bn_scratch *s, 
 cx_status cx_bn_nhwc_train(const cx_kernel_args *a, int threads) {
   bn_geom d = geom_of(&a->in[0]);
   bn_scratch s = scratch_of(a, &d, threads);
-  const float *x = cx_f32(&a->in[0]);
-  float *y = cx_f32(&a->out[0]);
-  float eps = cx_node_float(a->node, "epsilon", 1e-5f), lo, hi;
-  bool act = cx_bn_activation(a->node, &lo, &hi);
+  const cx_tensor *x = &a->in[0], *y = &a->out[0];
+  float eps = cx_node_float(a->node, "epsilon", 1e-5f), bounds[2];
+  const float *act = cx_bn_activation(a->node, &bounds[0], &bounds[1]) ? bounds : NULL;
   int v = isa();
-  cx_status st = shift_of(a, &s, &d, x);
+  cx_status st = shift_of(a, &s, &d);
   if (st != CX_OK) return st;
 #pragma omp parallel num_threads(threads)
   {
@@ -321,10 +363,7 @@ cx_status cx_bn_nhwc_train(const cx_kernel_args *a, int threads) {
 #pragma omp barrier
     if (omp_get_thread_num() == 0) st = train_statistics(a, &s, &d, omp_get_num_threads(), eps);
 #pragma omp barrier
-    int64_t f0, f1;
-    thread_span(&d, &f0, &f1);
-    if (act) PICK(v, affine_clamp, x + f0, y + f0, f1 - f0, d.t, s.k, s.b, lo, hi);
-    else PICK(v, affine, x + f0, y + f0, f1 - f0, d.t, s.k, s.b);
+    normalize_span(&s, &d, x, y, act, v);
   }
   return st;
 }
@@ -339,15 +378,34 @@ static void forward_coefficients(const cx_kernel_args *a, const bn_scratch *s, c
   tile(s->bf, d);
 }
 
+/* dX = k * dz - kx * x + b over this thread's span, dz being dY masked by act unless it is NULL */
+static void grad_span(const bn_scratch *s, const bn_geom *d, const cx_tensor *dy,
+                      const cx_tensor *x, const cx_tensor *dx, const float *act, int v) {
+  int64_t f0, f1;
+  thread_span(d, &f0, &f1);
+  int64_t step = step_of(d, any_bf16(dy, x, dx), f1 - f0);
+  for (int64_t o = f0; o < f1; o += step) {
+    int64_t len = f1 - o < step ? f1 - o : step;
+    const float *ds = cx_stage_in(dy, o, len, slot(s, d, 0));
+    const float *xs = cx_stage_in(x, o, len, slot(s, d, 1));
+    float *gs = cx_stage_out(dx, o, slot(s, d, 2));
+    if (act)
+      PICK(v, grad_masked, ds, xs, gs, len, d->t, s->k, s->kx, s->b, s->kf, s->bf, act[0],
+           act[1]);
+    else PICK(v, grad, ds, xs, gs, len, d->t, s->k, s->kx, s->b);
+    cx_stage_commit(dx, o, len, gs);
+  }
+  (void)v;
+}
+
 /* BatchNormGrad (dY, X, scale, mean, invstd[, B]) -> (dX, dScale, dBias); the algebra of norm.c's
  * bn_grad_channel: dX = k * dY - kx * X + b with the mean terms folded into b. With a fused
  * activation, dY masked by it (recomputed from X and the forward's coefficients) stands for dY. */
 cx_status cx_bn_nhwc_grad(const cx_kernel_args *a, int threads) {
   bn_geom d = geom_of(&a->in[1]);
   bn_scratch s = scratch_of(a, &d, threads);
-  const float *dy = cx_f32(&a->in[0]), *x = cx_f32(&a->in[1]), *scale = cx_f32(&a->in[2]);
-  const float *mean = cx_f32(&a->in[3]), *invstd = cx_f32(&a->in[4]);
-  float *dx = cx_f32(&a->out[0]);
+  const cx_tensor *dy = &a->in[0], *x = &a->in[1];
+  const float *scale = cx_f32(&a->in[2]), *mean = cx_f32(&a->in[3]), *invstd = cx_f32(&a->in[4]);
   float bounds[2];
   const float *act = cx_bn_activation(a->node, &bounds[0], &bounds[1]) ? bounds : NULL;
   double m = (double)d.rows;
@@ -382,13 +440,7 @@ cx_status cx_bn_nhwc_grad(const cx_kernel_args *a, int threads) {
       tile(s.b, &d);
     }
 #pragma omp barrier
-    int64_t f0, f1;
-    thread_span(&d, &f0, &f1);
-    if (act)
-      PICK(v, grad_masked, dy + f0, x + f0, dx + f0, f1 - f0, d.t, s.k, s.kx, s.b, s.kf, s.bf,
-           act[0], act[1]);
-    else PICK(v, grad, dy + f0, x + f0, dx + f0, f1 - f0, d.t, s.k, s.kx, s.b);
+    grad_span(&s, &d, dy, x, &a->out[0], act, v);
   }
-  (void)v;
   return st;
 }

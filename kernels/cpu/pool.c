@@ -384,11 +384,12 @@ static cx_status global_avg_pool_grad_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_pool[] = {
-    {"MaxPool", pool_prepare_x0, max_pool_run, pool_release, CX_LAYOUT_SHARED, NULL},
-    {"MaxPoolGrad", pool_prepare_x1, max_pool_grad_run, pool_release, CX_LAYOUT_SHARED, NULL},
-    {"AveragePool", pool_prepare_x0, avg_pool_run, pool_release, CX_LAYOUT_SHARED, NULL},
-    {"AveragePoolGrad", pool_prepare_dx, avg_pool_grad_run, pool_release, CX_LAYOUT_SHARED, NULL},
-    {"GlobalAveragePool", NULL, global_avg_pool_run, NULL, CX_LAYOUT_SHARED, NULL},
-    {"GlobalAveragePoolGrad", NULL, global_avg_pool_grad_run, NULL, CX_LAYOUT_SHARED, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"MaxPool", pool_prepare_x0, max_pool_run, pool_release, CX_LAYOUT_SHARED, NULL, 0},
+    {"MaxPoolGrad", pool_prepare_x1, max_pool_grad_run, pool_release, CX_LAYOUT_SHARED, NULL, 0},
+    {"AveragePool", pool_prepare_x0, avg_pool_run, pool_release, CX_LAYOUT_SHARED, NULL, 0},
+    {"AveragePoolGrad", pool_prepare_dx, avg_pool_grad_run, pool_release, CX_LAYOUT_SHARED, NULL,
+     0},
+    {"GlobalAveragePool", NULL, global_avg_pool_run, NULL, CX_LAYOUT_SHARED, NULL, 0},
+    {"GlobalAveragePoolGrad", NULL, global_avg_pool_grad_run, NULL, CX_LAYOUT_SHARED, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

@@ -254,8 +254,8 @@ static cx_status qadd_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_qlinear[] = {
-    {"QLinearAddFused", NULL, qadd_run, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"QLinearConvFused", qconv_prepare, qlin_run, qlin_release, CX_LAYOUT_ANY, qlin_supports},
-    {"QLinearGemmFused", qgemm_prepare, qlin_run, qlin_release, 0, qlin_supports},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"QLinearAddFused", NULL, qadd_run, NULL, CX_LAYOUT_ELTWISE, NULL, 0},
+    {"QLinearConvFused", qconv_prepare, qlin_run, qlin_release, CX_LAYOUT_ANY, qlin_supports, 0},
+    {"QLinearGemmFused", qgemm_prepare, qlin_run, qlin_release, 0, qlin_supports, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

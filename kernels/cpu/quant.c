@@ -231,9 +231,9 @@ static cx_status run_fake_quantize_grad(const cx_kernel_args *a) {
  * reorder); a per-axis scale is a [C] vector (a moot layout), and the geometry follows the stored
  * order (cx_quant_geometry with nhwc). */
 const cx_kernel cx_cpu_quant[] = {
-    {"QuantizeLinear", NULL, run_quantize, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"DequantizeLinear", NULL, run_dequantize, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"FakeQuantize", NULL, run_fake_quantize, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {"FakeQuantizeGrad", NULL, run_fake_quantize_grad, NULL, CX_LAYOUT_ELTWISE, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"QuantizeLinear", NULL, run_quantize, NULL, CX_LAYOUT_ELTWISE, NULL, 0},
+    {"DequantizeLinear", NULL, run_dequantize, NULL, CX_LAYOUT_ELTWISE, NULL, 0},
+    {"FakeQuantize", NULL, run_fake_quantize, NULL, CX_LAYOUT_ELTWISE, NULL, 0},
+    {"FakeQuantizeGrad", NULL, run_fake_quantize_grad, NULL, CX_LAYOUT_ELTWISE, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

@@ -204,13 +204,13 @@ static cx_status run_log_softmax_grad(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cpu_reduce[] = {
-    {"ReduceSum", NULL, run_reduce_sum, NULL, 0, NULL},
-    {"ReduceMean", NULL, run_reduce_mean, NULL, 0, NULL},
-    {"ReduceMax", NULL, run_reduce_max, NULL, 0, NULL},
-    {"ReduceMaxGrad", prepare_reduce_max_grad, run_reduce_max_grad, NULL, 0, NULL},
-    {"Softmax", NULL, run_softmax, NULL, 0, NULL},
-    {"LogSoftmax", NULL, run_log_softmax, NULL, 0, NULL},
-    {"SoftmaxGrad", NULL, run_softmax_grad, NULL, 0, NULL},
-    {"LogSoftmaxGrad", NULL, run_log_softmax_grad, NULL, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"ReduceSum", NULL, run_reduce_sum, NULL, 0, NULL, 0},
+    {"ReduceMean", NULL, run_reduce_mean, NULL, 0, NULL, 0},
+    {"ReduceMax", NULL, run_reduce_max, NULL, 0, NULL, 0},
+    {"ReduceMaxGrad", prepare_reduce_max_grad, run_reduce_max_grad, NULL, 0, NULL, 0},
+    {"Softmax", NULL, run_softmax, NULL, 0, NULL, 0},
+    {"LogSoftmax", NULL, run_log_softmax, NULL, 0, NULL, 0},
+    {"SoftmaxGrad", NULL, run_softmax_grad, NULL, 0, NULL, 0},
+    {"LogSoftmaxGrad", NULL, run_log_softmax_grad, NULL, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

@@ -296,7 +296,7 @@ static cx_status grad_run(const cx_kernel_args *a) {
 /* ConvFused (inference fusion) is left out: without it core/infer_fuse.c keeps Conv + activation
  * apart on this backend. */
 const cx_kernel cx_cuda_conv[] = {
-    {"Conv", conv_prepare, conv_run, conv_release, 0, NULL},
-    {"ConvGrad", grad_prepare, grad_run, conv_release, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"Conv", conv_prepare, conv_run, conv_release, 0, NULL, 0},
+    {"ConvGrad", grad_prepare, grad_run, conv_release, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

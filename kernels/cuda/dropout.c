@@ -48,8 +48,8 @@ static cx_status run_dropout_grad(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cuda_dropout[] = {
-    {"Dropout", NULL, run_dropout, NULL, 0, NULL},
-    {"DropoutTrain", NULL, run_dropout_train, NULL, 0, NULL},
-    {"DropoutGrad", NULL, run_dropout_grad, NULL, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"Dropout", NULL, run_dropout, NULL, 0, NULL, 0},
+    {"DropoutTrain", NULL, run_dropout_train, NULL, 0, NULL, 0},
+    {"DropoutGrad", NULL, run_dropout_grad, NULL, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

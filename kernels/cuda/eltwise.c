@@ -89,13 +89,13 @@ static cx_status run_broadcast_to(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cuda_eltwise[] = {
-    {"Add", NULL, run_add, NULL, 0, NULL},
-    {"Sub", NULL, run_sub, NULL, 0, NULL},
-    {"Mul", NULL, run_mul, NULL, 0, NULL},
-    {"Div", NULL, run_div, NULL, 0, NULL},
-    {"Sum", NULL, run_sum, NULL, 0, NULL},
-    {"Neg", NULL, run_neg, NULL, 0, NULL},
-    {"ReduceSumTo", NULL, run_reduce_sum_to, NULL, 0, NULL},
-    {"BroadcastTo", NULL, run_broadcast_to, NULL, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"Add", NULL, run_add, NULL, 0, NULL, 0},
+    {"Sub", NULL, run_sub, NULL, 0, NULL, 0},
+    {"Mul", NULL, run_mul, NULL, 0, NULL, 0},
+    {"Div", NULL, run_div, NULL, 0, NULL, 0},
+    {"Sum", NULL, run_sum, NULL, 0, NULL, 0},
+    {"Neg", NULL, run_neg, NULL, 0, NULL, 0},
+    {"ReduceSumTo", NULL, run_reduce_sum_to, NULL, 0, NULL, 0},
+    {"BroadcastTo", NULL, run_broadcast_to, NULL, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

@@ -93,8 +93,8 @@ static cx_status ln_grad_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cuda_layer_norm[] = {
-    {"LayerNormalization", NULL, ln_run, NULL, 0, NULL},
-    {"LayerNormTrain", NULL, ln_run, NULL, 0, NULL},
-    {"LayerNormGrad", ln_grad_prepare, ln_grad_run, NULL, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"LayerNormalization", NULL, ln_run, NULL, 0, NULL, 0},
+    {"LayerNormTrain", NULL, ln_run, NULL, 0, NULL, 0},
+    {"LayerNormGrad", ln_grad_prepare, ln_grad_run, NULL, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

@@ -220,8 +220,8 @@ static cx_status mm_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cuda_linear[] = {
-    {"Gemm", gemm_prepare, mm_run, mm_release, 0, NULL},
-    {"MatMul", matmul_prepare, mm_run, mm_release, 0, NULL},
-    {"MatMulT", matmul_prepare, mm_run, mm_release, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"Gemm", gemm_prepare, mm_run, mm_release, 0, NULL, 0},
+    {"MatMul", matmul_prepare, mm_run, mm_release, 0, NULL, 0},
+    {"MatMulT", matmul_prepare, mm_run, mm_release, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

@@ -97,9 +97,9 @@ static cx_status run_kd_grad(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cuda_loss[] = {
-    {"SoftmaxCrossEntropyLoss", prepare_sce, run_sce, NULL, 0, NULL},
-    {"SoftmaxCrossEntropyLossGrad", prepare_one_double, run_sce_grad, NULL, 0, NULL},
-    {"KLDivTemperature", prepare_kd, run_kd, NULL, 0, NULL},
-    {"KLDivTemperatureGrad", NULL, run_kd_grad, NULL, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"SoftmaxCrossEntropyLoss", prepare_sce, run_sce, NULL, 0, NULL, 0},
+    {"SoftmaxCrossEntropyLossGrad", prepare_one_double, run_sce_grad, NULL, 0, NULL, 0},
+    {"KLDivTemperature", prepare_kd, run_kd, NULL, 0, NULL, 0},
+    {"KLDivTemperatureGrad", NULL, run_kd_grad, NULL, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

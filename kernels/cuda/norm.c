@@ -158,8 +158,8 @@ static cx_status bn_grad_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cuda_norm[] = {
-    {"BatchNormalization", NULL, bn_infer_run, NULL, 0, NULL},
-    {"BatchNormTrain", bn_prepare, bn_train_run, bn_release, 0, NULL},
-    {"BatchNormGrad", bn_grad_prepare, bn_grad_run, bn_release, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"BatchNormalization", NULL, bn_infer_run, NULL, 0, NULL, 0},
+    {"BatchNormTrain", bn_prepare, bn_train_run, bn_release, 0, NULL, 0},
+    {"BatchNormGrad", bn_grad_prepare, bn_grad_run, bn_release, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

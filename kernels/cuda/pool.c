@@ -89,11 +89,11 @@ static cx_status global_avg_pool_grad_run(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cuda_pool[] = {
-    {"MaxPool", prepare_x0, max_pool_run, pool_release, 0, NULL},
-    {"MaxPoolGrad", prepare_x1, max_pool_grad_run, pool_release, 0, NULL},
-    {"AveragePool", prepare_x0, avg_pool_run, pool_release, 0, NULL},
-    {"AveragePoolGrad", prepare_dx, avg_pool_grad_run, pool_release, 0, NULL},
-    {"GlobalAveragePool", NULL, global_avg_pool_run, NULL, 0, NULL},
-    {"GlobalAveragePoolGrad", NULL, global_avg_pool_grad_run, NULL, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"MaxPool", prepare_x0, max_pool_run, pool_release, 0, NULL, 0},
+    {"MaxPoolGrad", prepare_x1, max_pool_grad_run, pool_release, 0, NULL, 0},
+    {"AveragePool", prepare_x0, avg_pool_run, pool_release, 0, NULL, 0},
+    {"AveragePoolGrad", prepare_dx, avg_pool_grad_run, pool_release, 0, NULL, 0},
+    {"GlobalAveragePool", NULL, global_avg_pool_run, NULL, 0, NULL, 0},
+    {"GlobalAveragePoolGrad", NULL, global_avg_pool_grad_run, NULL, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

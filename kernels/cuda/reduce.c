@@ -88,9 +88,9 @@ static cx_status run_reduce_max_grad(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cuda_reduce[] = {
-    {"ReduceSum", prepare_reduce, run_reduce_sum, keep_release, 0, NULL},
-    {"ReduceMean", prepare_reduce, run_reduce_mean, keep_release, 0, NULL},
-    {"ReduceMax", prepare_reduce, run_reduce_max, keep_release, 0, NULL},
-    {"ReduceMaxGrad", prepare_reduce_max_grad, run_reduce_max_grad, keep_release, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"ReduceSum", prepare_reduce, run_reduce_sum, keep_release, 0, NULL, 0},
+    {"ReduceMean", prepare_reduce, run_reduce_mean, keep_release, 0, NULL, 0},
+    {"ReduceMax", prepare_reduce, run_reduce_max, keep_release, 0, NULL, 0},
+    {"ReduceMaxGrad", prepare_reduce_max_grad, run_reduce_max_grad, keep_release, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

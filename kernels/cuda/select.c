@@ -34,8 +34,8 @@ static cx_status run_where(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cuda_select[] = {
-    {"Pow", NULL, run_pow, NULL, 0, NULL},
-    {"PowGrad", NULL, run_pow_grad, NULL, 0, NULL},
-    {"Where", NULL, run_where, NULL, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"Pow", NULL, run_pow, NULL, 0, NULL, 0},
+    {"PowGrad", NULL, run_pow_grad, NULL, 0, NULL, 0},
+    {"Where", NULL, run_where, NULL, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

@@ -108,14 +108,14 @@ static cx_status run_split(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cuda_shape[] = {
-    {"Flatten", NULL, run_copy, NULL, 0, NULL},
-    {"Reshape", NULL, run_copy, NULL, 0, NULL},
-    {"Identity", NULL, run_copy, NULL, 0, NULL},
-    {"Transpose", NULL, run_transpose, NULL, 0, NULL},
-    {"Concat", NULL, run_concat, NULL, 0, NULL},
-    {"SplitGrad", NULL, run_concat, NULL, 0, NULL},
-    {"Split", NULL, run_split, NULL, 0, NULL},
-    {"Expand", NULL, run_expand, NULL, 0, NULL},
-    {"ExpandBatch", NULL, run_expand, NULL, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"Flatten", NULL, run_copy, NULL, 0, NULL, 0},
+    {"Reshape", NULL, run_copy, NULL, 0, NULL, 0},
+    {"Identity", NULL, run_copy, NULL, 0, NULL, 0},
+    {"Transpose", NULL, run_transpose, NULL, 0, NULL, 0},
+    {"Concat", NULL, run_concat, NULL, 0, NULL, 0},
+    {"SplitGrad", NULL, run_concat, NULL, 0, NULL, 0},
+    {"Split", NULL, run_split, NULL, 0, NULL, 0},
+    {"Expand", NULL, run_expand, NULL, 0, NULL, 0},
+    {"ExpandBatch", NULL, run_expand, NULL, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

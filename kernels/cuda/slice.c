@@ -149,9 +149,9 @@ static cx_status run_pad_grad(const cx_kernel_args *a) {
 }
 
 const cx_kernel cx_cuda_slice[] = {
-    {"Slice", prepare_slice, run_slice, plan_release, 0, NULL},
-    {"SliceGrad", prepare_slice_grad, run_slice_grad, plan_release, 0, NULL},
-    {"Pad", prepare_pad, run_pad, plan_release, 0, NULL},
-    {"PadGrad", prepare_pad_grad, run_pad_grad, plan_release, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"Slice", prepare_slice, run_slice, plan_release, 0, NULL, 0},
+    {"SliceGrad", prepare_slice_grad, run_slice_grad, plan_release, 0, NULL, 0},
+    {"Pad", prepare_pad, run_pad, plan_release, 0, NULL, 0},
+    {"PadGrad", prepare_pad_grad, run_pad_grad, plan_release, 0, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

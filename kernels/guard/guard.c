@@ -283,7 +283,8 @@ static const cx_kernel *find_kernel(const cx_backend *b, const cx_node *n, const
   while (w && w->cpu != cpu) w = w->next;
   if (!w && (w = malloc(sizeof *w))) {
     *w = (wrapper){.k = {.op = cpu->op, .prepare = wrap_prepare, .run = wrap_run,
-                         .release = wrap_release, .layouts = cpu->layouts},
+                         .release = wrap_release, .layouts = cpu->layouts,
+                         .act_dtypes = cpu->act_dtypes},
                    .cpu = cpu, .next = W.head};
     W.head = w;
   }
