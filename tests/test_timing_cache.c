@@ -100,7 +100,7 @@ static void check_time(void) {
  * none. */
 static void check_conv(void) {
   unsetenv("CX_CONV_WINOGRAD");
-  int before = count_lines("conv-algorithm-v2:"), after[2] = {0, 0};
+  int before = count_lines("conv-algorithm-v3:"), after[2] = {0, 0};
   for (int round = 0; round < 2; round++) {
     cx_graph *m = NULL, *g = NULL;
     cx_program *p = NULL;
@@ -113,7 +113,7 @@ static void check_conv(void) {
     cx_program_free(p);
     cx_graph_free(g);
     cx_graph_free(m);
-    after[round] = count_lines("conv-algorithm-v2:");
+    after[round] = count_lines("conv-algorithm-v3:");
   }
   CHECK(after[0] - before >= 6, "%d timing lines after the first compile, not >= 6",
         after[0] - before);

@@ -71,6 +71,7 @@ typedef struct conv_types {
   bool plain;
   bool inference; /* an inference program's forward convolution (see choose_fmt) */
   bool winograd;  /* Winograd's algorithm on blocked layouts (see winograd_fits) */
+  bool blocked;   /* the direct algorithm on blocked layouts where NHWC would be chosen */
 } conv_types;
 
 typedef enum { CONV_WRITES_DST, CONV_WRITES_SRC, CONV_WRITES_WEI } conv_dir;
@@ -210,7 +211,7 @@ static cx_status wei_crop_md(dnnl_memory_desc_t *md, const cx_node *node, const 
 static cx_status mds_init(conv_mds *m, const cx_node *node, const cx_conv_geom *full,
                           const conv_crop *crop, const conv_io *io, conv_types t) {
   const cx_conv_geom *g = &crop->g;
-  conv_fmt f = t.winograd ? FMT_BLOCKED : choose_fmt(g, io, t.inference);
+  conv_fmt f = t.winograd || t.blocked ? FMT_BLOCKED : choose_fmt(g, io, t.inference);
   m->alg = t.winograd ? dnnl_convolution_winograd : dnnl_convolution_direct;
   if (t.plain && f == FMT_BLOCKED) f = FMT_PLAIN;
   int64_t gr = g->group;
@@ -258,6 +259,7 @@ struct conv_state {
   bool winograd;           /* forward and dX by Winograd's algorithm (see winograd_fits) */
   bool winograd_weights;   /* dW by Winograd's algorithm */
   bool f32;                /* in a bf16 program, computed in f32: measured faster (conv_tuned) */
+  bool blocked;            /* channels-last, through blocked layouts: measured faster */
   conv_crop crop;          /* the oneDNN primitives' kernel taps (see crop_of) */
   bool own_wgrad;          /* channels-last depthwise dW/dB through conv_depthwise_nhwc.c */
   int threads;             /* its scratch is sized for this many */
@@ -287,7 +289,7 @@ static conv_types conv_types_for(const conv_state *s, const cx_kernel_args *a, c
                       .wei = dir == CONV_WRITES_WEI ? dnnl_f32 : in,
                       .dst = dir == CONV_WRITES_DST ? out : in,
                       .plain = in == dnnl_bf16 && dir == CONV_WRITES_WEI && strided,
-                      .winograd = winograd};
+                      .winograd = winograd, .blocked = s->blocked};
 }
 
 
@@ -601,8 +603,9 @@ static conv_state *state_for(const cx_kernel_args *a, const conv_kind *k, cx_sta
 }
 
 /* An algorithm: Winograd's where it fits (else direct) for the forward convolution and dX
- * (ALGO_WINOGRAD) and for dW (ALGO_WINOGRAD_WEIGHTS), and, in a bf16 program, f32 operands. */
-enum { ALGO_WINOGRAD = 1, ALGO_F32 = 2, ALGO_WINOGRAD_WEIGHTS = 4 };
+ * (ALGO_WINOGRAD) and for dW (ALGO_WINOGRAD_WEIGHTS), and, in a bf16 program, f32 operands;
+ * channels-last activations through blocked layouts (ALGO_BLOCKED, see blocked_fits). */
+enum { ALGO_WINOGRAD = 1, ALGO_F32 = 2, ALGO_WINOGRAD_WEIGHTS = 4, ALGO_BLOCKED = 8 };
 
 /* The node's primitives with algorithm `algo`; NULL after an error, which is in *st. */
 static conv_state *state_built(const cx_kernel_args *a, const conv_kind *k, int algo,
@@ -612,6 +615,7 @@ static conv_state *state_built(const cx_kernel_args *a, const conv_kind *k, int 
   s->winograd_weights = s->winograd_weights && (algo & ALGO_WINOGRAD_WEIGHTS);
   s->winograd = s->winograd && (algo & ALGO_WINOGRAD);
   s->f32 = (algo & ALGO_F32) != 0;
+  s->blocked = (algo & ALGO_BLOCKED) != 0;
   *st = s->path == PATH_DNNL ? build_or_direct(s, a, k->build) : CX_OK;
   if (*st == CX_OK) return s;
   conv_release(s);
@@ -628,7 +632,7 @@ static void conv_key(const cx_kernel_args *a, const conv_state *s, char *key, si
   }
   const cx_conv_geom *g = &s->g;
   snprintf(key, n,
-           "conv-algorithm-v2:%s,want=%d%d%d,train=%d,prec=%d,threads=%d,layouts=%s,"
+           "conv-algorithm-v3:%s,want=%d%d%d,train=%d,prec=%d,threads=%d,layouts=%s,"
            "x=%ldx%ldx%ldx%ld,w=%ldx%ldx%ld,group=%ld,strides=%ld.%ld,dil=%ld.%ld,"
            "pads=%ld.%ld.%ld.%ld",
            a->node->op->name, s->want[0], s->want[1], s->want[2], a->training, (int)a->precision,
@@ -637,10 +641,26 @@ static void conv_key(const cx_kernel_args *a, const conv_state *s, char *key, si
            (long)g->dh, (long)g->dw, (long)g->pt, (long)g->pl, (long)g->pb, (long)g->pr);
 }
 
+/* A bf16 training program's channels-last kxk convolution runs on NHWC memory as it is
+ * (choose_fmt); through blocked layouts it pays reorders of its activations, except at 16
+ * channels, where nChw16c is NHWC's bytes (act_tag). oneDNN 2.6's blocked bf16 kernels are the
+ * faster ones for some shapes (ResNet-20 at 28 px on a Zen 5: the 16-channel layers' forward 1.24
+ * ms against 1.60, dW 1.50 against 1.78), so it is a measured candidate. f32 programs have
+ * Winograd's candidates on blocked layouts already (offering the direct one too made the
+ * measured choices noisier and the step slower). Not strided: a bf16 dW there goes plain
+ * (conv_types_for), which on channels-last memory is oneDNN's reference loop. */
+static bool blocked_fits(const cx_kernel_args *a, const conv_kind *k, const conv_state *s) {
+  const cx_conv_geom *g = &s->crop.g;
+  return a->training && a->precision == CX_PRECISION_BF16 && s->path == PATH_DNNL &&
+         cx_tensor_nhwc(&a->in[k->x_in]) &&
+         g->group == 1 && g->kh * g->kw > 1 && g->sh == 1 && g->sw == 1 &&
+         !getenv("CX_CONV_NHWC") && !getenv("CX_CONV_LAYOUT");
+}
+
 /* The candidates for a node: the direct algorithm; Winograd's where it fits, for a ConvGrad's dX
  * and dW apart and together (on a Zen 5 ResNet-20's 16-channel layers take Winograd's dX and the
  * direct dW: the backward pass 12% faster than either alone); in a bf16 program also the f32
- * direct primitives. Returns how many. */
+ * direct primitives; blocked layouts where blocked_fits. Returns how many (at most 6). */
 static int candidates(const cx_kernel_args *a, const conv_kind *k, const conv_state *s, int *cand) {
   int n = 0;
   cand[n++] = 0;
@@ -651,6 +671,7 @@ static int candidates(const cx_kernel_args *a, const conv_kind *k, const conv_st
     if (dx && dw) cand[n++] = ALGO_WINOGRAD | ALGO_WINOGRAD_WEIGHTS;
   }
   if (a->precision == CX_PRECISION_BF16) cand[n++] = ALGO_F32;
+  if (blocked_fits(a, k, s)) cand[n++] = ALGO_BLOCKED;
   return n;
 }
 
@@ -691,7 +712,7 @@ static cx_status conv_tuned(const cx_kernel_args *a, const conv_kind *k, const c
     *algo = a->precision == CX_PRECISION_BF16 ? 0 : forced;
     return CX_OK;
   }
-  int cand[5], n = candidates(a, k, s, cand);
+  int cand[6], n = candidates(a, k, s, cand);
   *algo = 0;
   if (n == 1) return CX_OK;
   char key[400];
