@@ -12,6 +12,8 @@
 CX_BF16_TARGET static int64_t widen_avx512(float *y, const uint16_t *x, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
+    if (i % 32 == 0) /* a line of the next piece: its first lines would wait on memory */
+      _mm_prefetch((const char *)(x + i + CX_STAGE), _MM_HINT_T0);
     __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(x + i)));
     _mm512_storeu_ps(y + i, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
   }
