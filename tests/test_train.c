@@ -1,7 +1,7 @@
 /* The trainer on real data: Fashion-MNIST (Debian's dataset-fashion-mnist) imported to HDF5, a
  * ResNet-20 trained with the recipe of examples/fashion_mnist/train.toml (2 epochs, SGD momentum,
  * cosine to zero) must reach 88% test top-1 (PyTorch with the same recipe, bench/train_torch.py:
- * see bench/README.md), and the same run in bf16 must end within half a point of it; plus the
+ * see bench/README.md), and the same run in bf16 must end within a point of it; plus the
  * trainer's guards (a NaN is caught and named, a wrong input shape is refused). */
 #include <math.h>
 #include <stdio.h>
@@ -56,8 +56,12 @@ static double test_fashion_mnist(const char *train, const char *test) {
   return s == CX_OK ? r.val.top1 : -1;
 }
 
-/* The same recipe and seed with bf16 autocast (docs/training.md) must land within half a point
- * of the fp32 run: rounding changes the trajectory, not where it ends. */
+/* The same recipe and seed with bf16 autocast (docs/training.md) must reach the fp32 run's floor
+ * and land within a point of it: rounding changes the trajectory, not where it ends. A point,
+ * not less: one seed's two-epoch top-1 moves by up to 0.7 with the arithmetic alone (fp32 with
+ * Winograd forced against the measured algorithms: 90.05 / 89.37; bf16 against fp32 over seeds
+ * 1, 2, 3: -0.65, -0.20, +0.65, mean -0.06), so a tighter bound on one pair tests the seed; a
+ * broken bf16 path loses several points. */
 static void test_fashion_mnist_bf16(const char *train, const char *test, double fp32_top1) {
   const cx_backend *cpu = cx_backend_cpu();
   if (cpu->check_precision(cpu, CX_PRECISION_BF16) != CX_OK) {
@@ -74,8 +78,9 @@ static void test_fashion_mnist_bf16(const char *train, const char *test, double 
   CHECK(s == CX_OK, "bf16 train: %s", cx_last_error());
   printf("resnet20, bf16: top-1 %.2f%% (fp32 %.2f%%), %.0f img/s, %.1f s\n", r.val.top1,
          fp32_top1, r.images_per_s, r.seconds);
-  CHECK(s != CX_OK || fp32_top1 < 0 || fabs(r.val.top1 - fp32_top1) <= 0.5,
-        "bf16 top-1 %.2f%% more than 0.5 points from fp32's %.2f%%", r.val.top1, fp32_top1);
+  CHECK(s != CX_OK || r.val.top1 >= 88.0, "bf16 top-1 %.2f%% below 88%%", r.val.top1);
+  CHECK(s != CX_OK || fp32_top1 < 0 || fabs(r.val.top1 - fp32_top1) <= 1.0,
+        "bf16 top-1 %.2f%% more than a point from fp32's %.2f%%", r.val.top1, fp32_top1);
   cx_graph_free(g);
 }
 
