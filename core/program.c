@@ -5,13 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "act_dtype.h"
 #include "autodiff.h"
 #include "fuse.h"
 #include "graph_fold_bn.h"
 #include "graph_shapes.h"
 #include "infer_fuse.h"
 #include "infer_patterns.h"
-#include "act_dtype.h"
 #include "layout.h"
 #include "node_timer.h"
 #include "op.h"
