@@ -8,7 +8,8 @@
  *    (all of them, and mixed with f32 ones), must give bit for bit the bf16 rounding of what it
  *    gives in f32 on the same (widened) values: the staging must not change a sum's order or
  *    skip a piece. BatchNormTrain (plain and with a fused ReLU), BatchNormGrad (both), Relu,
- *    ActivationGrad, Add, Sum; channel counts whose tiles do not divide the staged pieces.
+ *    ActivationGrad, Add, Sub, Mul, Div, Sum; channel counts whose tiles do not divide the
+ *    staged pieces.
  * 3. ResNet-20 and MobileNetV2-0.5 in a bf16 training program: the pass stores activations in bf16
  *    (fewer arena bytes than with CX_ACT_DTYPE=f32), the step's loss and gradients agree with the
  *    f32-activation program within bf16's rounding of the values in between and are not
@@ -250,6 +251,9 @@ static void check_kernels(void) {
                 (bool[]){true, false, true, true}, "Relu");
   check_eltwise("Add bf16 + f32 -> bf16", "Add", 2, (bool[]){true, false, true}, NULL);
   check_eltwise("Add bf16 + bf16 -> f32", "Add", 2, (bool[]){true, true, false}, NULL);
+  check_eltwise("Sub bf16 - bf16 -> bf16", "Sub", 2, (bool[]){true, true, true}, NULL);
+  check_eltwise("Mul f32 * bf16 -> bf16", "Mul", 2, (bool[]){false, true, true}, NULL);
+  check_eltwise("Div bf16 / f32 -> bf16", "Div", 2, (bool[]){true, false, true}, NULL);
   check_eltwise("Sum of 3, mixed", "Sum", 3, (bool[]){true, false, true, true}, NULL);
 }
 

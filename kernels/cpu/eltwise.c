@@ -46,13 +46,12 @@ static bin_shapes shapes_of(const cx_kernel_args *a, const cx_shape *as, const c
 static void binary_rows(const void *ctx, float *y, const float *const *x, int64_t n) {
   cx_bin_op op = *(const cx_bin_op *)ctx;
   const float *a = x[0], *b = x[1];
-  if (op == CX_BIN_ADD) {
-    cx_cpu_row_add(y, a, b, n);
-    return;
+  switch (op) {
+  case CX_BIN_ADD: cx_cpu_row_add(y, a, b, n); break;
+  case CX_BIN_SUB: _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = a[i] - b[i]; break;
+  case CX_BIN_MUL: _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i]; break;
+  default: _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = a[i] / b[i]; break;
   }
-#pragma omp simd
-  for (int64_t i = 0; i < n; i++)
-    y[i] = op == CX_BIN_SUB ? a[i] - b[i] : op == CX_BIN_MUL ? a[i] * b[i] : a[i] / b[i];
 }
 
 static cx_status binary(const cx_kernel_args *a, cx_bin_op op) {

@@ -254,8 +254,9 @@ static int64_t step_of(const bn_geom *d, bool staged, int64_t n) {
   return staged ? d->piece : n > 0 ? n : 1;
 }
 
+/* Whether any of the tensors (NULL: none) holds bf16. */
 static bool any_bf16(const cx_tensor *a, const cx_tensor *b, const cx_tensor *c) {
-  return a->dtype == CX_BF16 || b->dtype == CX_BF16 || (c && c->dtype == CX_BF16);
+  return a->dtype == CX_BF16 || (b && b->dtype == CX_BF16) || (c && c->dtype == CX_BF16);
 }
 
 /* Repeats row[0..c) over the tile (row is its first c entries). */
@@ -285,7 +286,7 @@ static void partial_pairs(const bn_scratch *s, const bn_geom *d, const cx_tensor
   int64_t f0, f1;
   thread_span(d, &f0, &f1);
   memset(a0, 0, sizeof(double) * 2 * (size_t)d->c);
-  bool staged = any_bf16(xt, xt, dyt);
+  bool staged = any_bf16(xt, dyt, NULL);
   int64_t step = step_of(d, staged, BLOCK * d->t);
   for (int64_t o = f0; o < f1; o += BLOCK * d->t) {
     int64_t n = f1 - o < BLOCK * d->t ? f1 - o : BLOCK * d->t;

@@ -36,10 +36,16 @@ static bool have_bf16(void) {
   if (have < 0) have = cx_cpu_avx512() && __builtin_cpu_supports("avx512bf16");
   return have;
 }
-#else
+#else /* never called: have_bf16() is false */
 static bool have_bf16(void) { return false; }
-static int64_t widen_avx512(float *y, const uint16_t *x, int64_t n) { return 0; }
-static int64_t round_avx512(uint16_t *y, const float *x, int64_t n) { return 0; }
+static int64_t widen_avx512(float *y, const uint16_t *x, int64_t n) {
+  (void)y, (void)x, (void)n;
+  return 0;
+}
+static int64_t round_avx512(uint16_t *y, const float *x, int64_t n) {
+  (void)y, (void)x, (void)n;
+  return 0;
+}
 #endif
 
 void cx_cpu_bf16_widen(float *y, const uint16_t *x, int64_t n) {
