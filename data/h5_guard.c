@@ -137,19 +137,25 @@ bool cx_h5_lheap_free_list_ok(const unsigned char *seg, uint64_t size, uint64_t 
   return true;
 }
 
-/* The local heap whose prefix HDF5 read into p[0, n): its free list, from the segment as the
- * file holds it (HDF5 reads it with the prefix when it follows it, else later). */
-static bool lheap_ok(guard_file *g, const unsigned char *p, size_t n) {
+/* Why the local heap whose prefix HDF5 read into p[0, n) is refused, or NULL. libhdf5
+ * allocates the segment's stated size before it reads it, so one larger than the file (3 GB
+ * in a 9 KB file) took that much memory before the read failed; then its free list, from the
+ * segment as the file holds it (HDF5 reads it with the prefix when it follows it, else later). */
+static const char *lheap_refusal(guard_file *g, const unsigned char *p, size_t n) {
   if (n < LH_PREFIX || memcmp(p, "HEAP\0", 5) != 0 || g->sb_offsets != 8 || g->sb_lengths != 8)
-    return true;
+    return NULL;
   uint64_t size = le(p + 8, 8), head = le(p + 16, 8), at = le(p + 24, 8);
   uint64_t base = g->pub.base_addr;
-  if (head == LH_FREE_NULL || at > MAXADDR - base || size > g->eoa || at + base > g->eoa - size)
-    return true; /* no free block, or HDF5's read of the segment fails */
+  if (at > MAXADDR - base || size > g->eoa || at + base > g->eoa - size)
+    return "a local heap larger than the file: refused, as libhdf5 1.10 would allocate its "
+           "stated size before failing to read it";
+  if (head == LH_FREE_NULL) return NULL;
   unsigned char *seg = cx_h5_read_block(g->oh.fd, at + base, size);
   bool ok = seg && cx_h5_lheap_free_list_ok(seg, size, head);
   free(seg);
-  return ok;
+  return ok ? NULL
+            : "damaged local heap (its free list comes back on itself, or a free block runs past "
+              "it): refused, as libhdf5 1.10 would allocate without end or overrun on it";
 }
 
 /* ---- the driver ---- */
@@ -233,11 +239,13 @@ static herr_t guard_get_handle(H5FD_t *f, hid_t fapl, void **handle) {
 
 /* The collection whose first `size` bytes HDF5 read into p, walked whole: HDF5 reads the first
  * 4 KiB of a collection, then only the rest of it, so a collection larger than the first read
- * is read here in full (bytes past the end of the file as zeros, as HDF5 gets them). */
+ * is read here in full (bytes past the end of the file as zeros, as HDF5 gets them). One that
+ * runs past the file's address space is refused: libhdf5 allocates its stated size before the
+ * read of the rest fails. */
 static bool whole_gheap_ok(guard_file *g, haddr_t addr, const unsigned char *p, size_t size) {
   uint64_t stated = le(p + 8, 8);
   if (stated <= size) return cx_h5_gheap_ok(p, size);
-  if (stated > g->eoa - addr) return true; /* HDF5's read of the rest fails: nothing to walk */
+  if (stated > g->eoa - addr) return false;
   unsigned char *b = cx_h5_read_block(g->oh.fd, addr, stated);
   bool ok = b && cx_h5_gheap_ok(b, (size_t)stated);
   free(b);
@@ -295,12 +303,12 @@ static const char *refusal(guard_file *g, H5FD_mem_t type, haddr_t addr, const u
   /* global heaps are read as raw data (H5F_block_read maps GHEAP to DRAW), so every block is
    * looked at; only one that starts like a collection is walked */
   if (is_gheap(p, size) && !whole_gheap_ok(g, addr, p, size))
-    return "damaged global heap collection (a free-space object of size 0, or an object past its "
-           "end): refused, as libhdf5 1.10 would loop or overrun on it";
-  if (!lheap_ok(g, p, size))
-    return "damaged local heap (its free list comes back on itself, or a free block runs past "
-           "it): refused, as libhdf5 1.10 would allocate without end or overrun on it";
-  const char *why = type == H5FD_MEM_SUPER ? superblock_refusal(g, addr, p, size) : NULL;
+    return "damaged global heap collection (a free-space object of size 0, an object past its "
+           "end, or larger than the file): refused, as libhdf5 1.10 would loop, overrun or "
+           "allocate its stated size on it";
+  const char *why = lheap_refusal(g, p, size);
+  if (why) return why;
+  why = type == H5FD_MEM_SUPER ? superblock_refusal(g, addr, p, size) : NULL;
   if (why) return why;
   g->oh.base = g->pub.base_addr; /* known once HDF5 has read the superblock */
   if (!cx_h5_btree_ok(&g->bt, addr - g->oh.base, p, size, &why)) return why;
