@@ -6,6 +6,7 @@
 
 #include "../../core/ops/norm.h"
 #include "eltwise_engine.h"
+#include "norm_bf16.h"
 #include "stage.h"
 
 /* Channels-last data is a flat run of rows of C floats. Loops over rows with an inner loop over C
@@ -259,6 +260,13 @@ static bool any_bf16(const cx_tensor *a, const cx_tensor *b, const cx_tensor *c)
   return a->dtype == CX_BF16 || (b && b->dtype == CX_BF16) || (c && c->dtype == CX_BF16);
 }
 
+/* Whether every one of the tensors (c NULL: a and b) holds bf16 and the CPU reads it directly
+ * (norm_bf16.h): the passes then skip the staging. */
+static bool all_bf16(const cx_tensor *a, const cx_tensor *b, const cx_tensor *c) {
+  return a->dtype == CX_BF16 && b->dtype == CX_BF16 && (!c || c->dtype == CX_BF16) &&
+         cx_bn_bf16_direct();
+}
+
 /* Repeats row[0..c) over the tile (row is its first c entries). */
 static void tile(float *row, const bn_geom *d) {
   for (int64_t j = d->c; j < d->t; j++) row[j] = row[j - d->c];
@@ -322,6 +330,11 @@ static void normalize_span(const bn_scratch *s, const bn_geom *d, const cx_tenso
                            const cx_tensor *y, const float *act, int v) {
   int64_t f0, f1;
   thread_span(d, &f0, &f1);
+  if (all_bf16(x, y, NULL)) {
+    cx_bn_bf16_affine((const uint16_t *)x->data + f0, (uint16_t *)y->data + f0, f1 - f0, d->t,
+                      s->k, s->b, act);
+    return;
+  }
   int64_t step = step_of(d, any_bf16(x, y, NULL), f1 - f0);
   for (int64_t o = f0; o < f1; o += step) {
     int64_t len = f1 - o < step ? f1 - o : step;
@@ -432,6 +445,12 @@ static void grad_span(const bn_scratch *s, const bn_geom *d, const cx_tensor *dy
                       const cx_tensor *x, const cx_tensor *dx, const float *act, int v) {
   int64_t f0, f1;
   thread_span(d, &f0, &f1);
+  if (all_bf16(dy, x, dx)) {
+    cx_bn_bf16_grad((const uint16_t *)dy->data + f0, (const uint16_t *)x->data + f0,
+                    (uint16_t *)dx->data + f0, f1 - f0, d->t, s->k, s->kx, s->b, s->kf, s->bf,
+                    act);
+    return;
+  }
   int64_t step = step_of(d, any_bf16(dy, x, dx), f1 - f0);
   for (int64_t o = f0; o < f1; o += step) {
     int64_t len = f1 - o < step ? f1 - o : step;
