@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "../../core/ops/activation.h"
+#include "bf16_vec.h"
 #include "cpu.h"
 #include "eltwise_engine.h"
 #include "stage.h"
@@ -213,6 +214,50 @@ __attribute__((target("avx512f"))) static void bwd_avx512(const act_par *p, floa
   default: bwd_avx2(p, dx, dy, x, y, n); return;
   }
   bwd_c(p, dx + i, dy + i, x ? x + i : NULL, y ? y + i : NULL, n - i);
+}
+
+/* ---- bf16 in place (bf16_vec.h): the AVX-512 loops above, widening and rounding in registers;
+ * false for an activation they leave to the AVX2 loop, which then runs staged ---- */
+
+#define FWD_LOOP_BF16(OP)                                                                         \
+  do {                                                                                            \
+    act_par q = *p;                                                                               \
+    q.op = OP;                                                                                    \
+    for (int64_t i = 0; i < n; i += 16) {                                                         \
+      __mmask16 m = cx_bf16_lanes(n - i);                                                         \
+      cx_bf16_store(y + i, fwd16(&q, cx_bf16_load(x + i, m)), m);                                 \
+    }                                                                                             \
+  } while (0)
+
+CX_BF16_TARGET static bool fwd_bf16(const act_par *p, uint16_t *y, const uint16_t *x, int64_t n) {
+  switch (p->op) {
+  case CX_ACT_RELU: FWD_LOOP_BF16(CX_ACT_RELU); return true;
+  case CX_ACT_LEAKY_RELU: FWD_LOOP_BF16(CX_ACT_LEAKY_RELU); return true;
+  case CX_ACT_CLIP: FWD_LOOP_BF16(CX_ACT_CLIP); return true;
+  case CX_ACT_SIGMOID: FWD_LOOP_BF16(CX_ACT_SIGMOID); return true;
+  case CX_ACT_HARD_SIGMOID: FWD_LOOP_BF16(CX_ACT_HARD_SIGMOID); return true;
+  case CX_ACT_HARD_SWISH: FWD_LOOP_BF16(CX_ACT_HARD_SWISH); return true;
+  case CX_ACT_TANH: FWD_LOOP_BF16(CX_ACT_TANH); return true;
+  case CX_ACT_EXP: FWD_LOOP_BF16(CX_ACT_EXP); return true;
+  case CX_ACT_SQRT: FWD_LOOP_BF16(CX_ACT_SQRT); return true;
+  default: return false;
+  }
+}
+
+/* The masks of bwd_avx512: dY where v (Relu: Y) > 0, or lo < v (Clip: X) < hi, else 0. Only
+ * these: bwd_avx512 leaves its tails to bwd1, whose Sigmoid multiplies in another order, so a
+ * vector tail here would not be the staged result. */
+CX_BF16_TARGET static void bwd_bf16(const act_par *p, uint16_t *dx, const uint16_t *dy,
+                                    const uint16_t *v, int64_t n) {
+  bool relu = p->op == CX_ACT_RELU;
+  __m512 lo = _mm512_set1_ps(relu ? 0 : p->lo), hi = _mm512_set1_ps(relu ? INFINITY : p->hi);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = cx_bf16_lanes(n - i);
+    __m512 u = cx_bf16_load(v + i, m);
+    __mmask16 in = _mm512_cmp_ps_mask(u, lo, _CMP_GT_OQ);
+    if (!relu) in &= _mm512_cmp_ps_mask(u, hi, _CMP_LT_OQ);
+    cx_bf16_store(dx + i, _mm512_maskz_mov_ps(in, cx_bf16_load(dy + i, m)), m);
+  }
 }
 
 /* ---- AVX2 + FMA (no AVX-512, and what the AVX-512 loops leave) ---- */
@@ -440,8 +485,26 @@ static void run_rows(const cx_kernel_args *a, cx_stage_fn f, const act_par *p,
   }
 }
 
+/* The activation on bf16 X and Y in place, where fwd_bf16 has it. */
+static bool run_act_bf16(const cx_kernel_args *a, const act_par *p) {
+  if (a->in[0].dtype != CX_BF16 || a->out[0].dtype != CX_BF16 || !cx_cpu_bf16_direct())
+    return false;
+  int64_t n = cx_tensor_numel(&a->out[0]);
+  bool done = true;
+#pragma omp parallel if (n > PAR_MIN)
+  {
+    int64_t i0, i1;
+    cx_cpu_thread_range(n, &i0, &i1);
+    if (i0 < i1 &&
+        !fwd_bf16(p, (uint16_t *)a->out[0].data + i0, (const uint16_t *)a->in[0].data + i0, i1 - i0))
+      done = false; /* every thread alike: the op decides */
+  }
+  return done;
+}
+
 static cx_status run_act(const cx_kernel_args *a) {
   act_par p = params(a, 1);
+  if (run_act_bf16(a, &p)) return CX_OK;
   const cx_tensor *x[1] = {&a->in[0]};
   run_rows(a, fwd_rows, &p, x, 1);
   return CX_OK;
@@ -458,6 +521,21 @@ static cx_status run_act_grad(const cx_kernel_args *a) {
     return cx_fail(CX_ERR_ARG, "node '%s' (ActivationGrad): unknown activation '%s'",
                    a->node->name, cx_node_string(a->node, "op", "(missing)"));
   const cx_tensor *x[3] = {&a->in[0], opt_in(a, 1), opt_in(a, 2)};
+  /* the derivatives bwd_bf16 has, on bf16 dY, dX and the operand each reads, in place */
+  const cx_tensor *v = p.op == CX_ACT_RELU ? x[2] : p.op == CX_ACT_CLIP ? x[1] : NULL;
+  if (v && v->dtype == CX_BF16 && x[0]->dtype == CX_BF16 && a->out[0].dtype == CX_BF16 &&
+      cx_cpu_bf16_direct()) {
+    int64_t n = cx_tensor_numel(&a->out[0]);
+#pragma omp parallel if (n > PAR_MIN)
+    {
+      int64_t i0, i1;
+      cx_cpu_thread_range(n, &i0, &i1);
+      if (i0 < i1)
+        bwd_bf16(&p, (uint16_t *)a->out[0].data + i0, (const uint16_t *)x[0]->data + i0,
+                 (const uint16_t *)v->data + i0, i1 - i0);
+    }
+    return CX_OK;
+  }
   run_rows(a, bwd_rows, &p, x, 3);
   return CX_OK;
 }

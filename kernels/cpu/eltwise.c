@@ -5,11 +5,12 @@
 #include <string.h>
 
 #include "../../core/ops/eltwise.h"
+#include "bf16_vec.h"
 #include "cpu.h"
 #include "eltwise_engine.h"
 #include "stage.h"
 
-enum { SUM_CHUNK = 4096, PAR_MIN = 1 << 15 };
+enum { SUM_CHUNK = 4096, PAR_MIN = 1 << 15, SUM_DIRECT_MAX = 16 };
 
 /* The shapes the broadcasting engine sees. A channels-last output is the row-major [N,H,W,C]
  * problem: its operands (same shape and channels-last, or of moot layout: core/layout.c) permute
@@ -54,7 +55,69 @@ static void binary_rows(const void *ctx, float *y, const float *const *x, int64_
   }
 }
 
+/* ---- bf16 in place (bf16_vec.h), where every argument is bf16 (one shape: CX_ACT_BF16_FLAT) */
+
+#if defined(__x86_64__) || defined(__i386__)
+#define BINARY_BF16(EXPR)                                                                         \
+  for (int64_t i = 0; i < n; i += 16) {                                                           \
+    __mmask16 m = cx_bf16_lanes(n - i);                                                           \
+    __m512 u = cx_bf16_load(a + i, m), v = cx_bf16_load(b + i, m);                                \
+    cx_bf16_store(y + i, EXPR, m);                                                                \
+  }
+
+CX_BF16_TARGET static void binary_bf16(cx_bin_op op, uint16_t *y, const uint16_t *a,
+                                       const uint16_t *b, int64_t n) {
+  switch (op) {
+  case CX_BIN_ADD: BINARY_BF16(_mm512_add_ps(u, v)); break;
+  case CX_BIN_SUB: BINARY_BF16(_mm512_sub_ps(u, v)); break;
+  case CX_BIN_MUL: BINARY_BF16(_mm512_mul_ps(u, v)); break;
+  default: BINARY_BF16(_mm512_div_ps(u, v)); break;
+  }
+}
+
+/* y = x[0] + x[1] + ... in that order, as sum_staged adds */
+CX_BF16_TARGET static void sum_bf16(uint16_t *y, const uint16_t *const *x, int n_x, int64_t i0,
+                                    int64_t i1) {
+  for (int64_t i = i0; i < i1; i += 16) {
+    __mmask16 m = cx_bf16_lanes(i1 - i);
+    __m512 acc = cx_bf16_load(x[0] + i, m);
+    for (int k = 1; k < n_x; k++) acc = _mm512_add_ps(acc, cx_bf16_load(x[k] + i, m));
+    cx_bf16_store(y + i, acc, m);
+  }
+}
+#else /* never called: cx_cpu_bf16_direct() is false */
+static void binary_bf16(cx_bin_op op, uint16_t *y, const uint16_t *a, const uint16_t *b,
+                        int64_t n) {
+  (void)op, (void)y, (void)a, (void)b, (void)n;
+}
+static void sum_bf16(uint16_t *y, const uint16_t *const *x, int n_x, int64_t i0, int64_t i1) {
+  (void)y, (void)x, (void)n_x, (void)i0, (void)i1;
+}
+#endif
+
+static bool all_bf16(const cx_kernel_args *a) {
+  for (int k = 0; k < a->n_in; k++)
+    if (a->in[k].data && a->in[k].dtype != CX_BF16) return false;
+  return a->out[0].dtype == CX_BF16 && cx_cpu_bf16_direct();
+}
+
+static void binary_direct(const cx_kernel_args *a, cx_bin_op op) {
+  int64_t n = cx_tensor_numel(&a->out[0]);
+#pragma omp parallel if (n > PAR_MIN)
+  {
+    int64_t i0, i1;
+    cx_cpu_thread_range(n, &i0, &i1);
+    if (i0 < i1)
+      binary_bf16(op, (uint16_t *)a->out[0].data + i0, (const uint16_t *)a->in[0].data + i0,
+                  (const uint16_t *)a->in[1].data + i0, i1 - i0);
+  }
+}
+
 static cx_status binary(const cx_kernel_args *a, cx_bin_op op) {
+  if (cx_stage_any_bf16(a->in, a->n_in, a->out, 1) && all_bf16(a)) {
+    binary_direct(a, op);
+    return CX_OK;
+  }
   if (cx_stage_any_bf16(a->in, a->n_in, a->out, 1)) { /* one shape (CX_ACT_BF16_FLAT) */
     const cx_tensor *x[2] = {&a->in[0], &a->in[1]};
     cx_stage_map(binary_rows, &op, &a->out[0], x, 2, cx_tensor_numel(&a->out[0]) > PAR_MIN);
@@ -120,7 +183,27 @@ static void sum_staged(const cx_kernel_args *a) {
   }
 }
 
+/* sum_staged's sums, on bf16 inputs and output in place */
+static void sum_direct(const cx_kernel_args *a) {
+  const uint16_t *x[SUM_DIRECT_MAX];
+  int n_x = 0;
+  for (int k = next_live(a, 0); k < a->n_in && n_x < SUM_DIRECT_MAX; k = next_live(a, k + 1))
+    x[n_x++] = (const uint16_t *)a->in[k].data;
+  int64_t n = cx_tensor_numel(&a->out[0]);
+#pragma omp parallel if (n * a->n_in > PAR_MIN)
+  {
+    int64_t i0, i1;
+    cx_cpu_thread_range(n, &i0, &i1);
+    if (i0 < i1) sum_bf16((uint16_t *)a->out[0].data, x, n_x, i0, i1);
+  }
+}
+
 static cx_status run_sum(const cx_kernel_args *a) {
+  if (cx_stage_any_bf16(a->in, a->n_in, a->out, 1) && all_bf16(a) && next_live(a, 0) < a->n_in &&
+      a->n_in <= SUM_DIRECT_MAX) {
+    sum_direct(a);
+    return CX_OK;
+  }
   if (cx_stage_any_bf16(a->in, a->n_in, a->out, 1)) { /* one shape (CX_ACT_BF16_FLAT) */
     sum_staged(a);
     return CX_OK;

@@ -1,65 +1,34 @@
 #include "norm_bf16.h"
 
-#include <stdlib.h>
-#include <string.h>
-
-#include "eltwise_engine.h"
+#include "bf16_vec.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-
-#define TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
-
-bool cx_bn_bf16_direct(void) {
-  static int have = -1;
-  if (have < 0) {
-    const char *e = getenv("CX_BF16_DIRECT");
-    have = cx_cpu_avx512() && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512bf16") && !(e && !strcmp(e, "off"));
-  }
-  return have;
-}
-
-/* the first `left` of 16 lanes */
-static inline __mmask16 lanes(int64_t left) {
-  return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-}
-
-TARGET static inline __m512 load(const uint16_t *p, __mmask16 m) {
-  __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-}
-
-TARGET static inline void store(uint16_t *p, __m512 v, __mmask16 m) {
-  _mm256_mask_storeu_epi16(p, m, (__m256i)_mm512_cvtneps_pbh(v));
-}
-
 /* max(z, lo) then min(., hi) return their second operand on a NaN, as the C loops' z > lo ? z :
  * lo and z < hi ? z : hi do */
-TARGET static void affine(const uint16_t *x, uint16_t *y, int64_t n, int64_t t, const float *k,
+CX_BF16_TARGET static void affine(const uint16_t *x, uint16_t *y, int64_t n, int64_t t, const float *k,
                           const float *b, const float *act) {
   __m512 lo = _mm512_set1_ps(act ? act[0] : 0), hi = _mm512_set1_ps(act ? act[1] : 0);
   for (int64_t o = 0; o < n; o += t) {
     int64_t len = n - o < t ? n - o : t;
     for (int64_t j = 0; j < len; j += 16) {
-      __mmask16 m = lanes(len - j);
-      __m512 z = _mm512_mul_ps(load(x + o + j, m), _mm512_loadu_ps(k + j));
+      __mmask16 m = cx_bf16_lanes(len - j);
+      __m512 z = _mm512_mul_ps(cx_bf16_load(x + o + j, m), _mm512_loadu_ps(k + j));
       z = _mm512_add_ps(z, _mm512_loadu_ps(b + j));
       if (act) z = _mm512_min_ps(_mm512_max_ps(z, lo), hi);
-      store(y + o + j, z, m);
+      cx_bf16_store(y + o + j, z, m);
     }
   }
 }
 
-TARGET static void grad(const uint16_t *dy, const uint16_t *x, uint16_t *dx, int64_t n,
+CX_BF16_TARGET static void grad(const uint16_t *dy, const uint16_t *x, uint16_t *dx, int64_t n,
                         int64_t t, const float *k, const float *kx, const float *b,
                         const float *kf, const float *bf, const float *act) {
   __m512 lo = _mm512_set1_ps(act ? act[0] : 0), hi = _mm512_set1_ps(act ? act[1] : 0);
   for (int64_t o = 0; o < n; o += t) {
     int64_t len = n - o < t ? n - o : t;
     for (int64_t j = 0; j < len; j += 16) {
-      __mmask16 m = lanes(len - j);
-      __m512 xv = load(x + o + j, m), dz = load(dy + o + j, m);
+      __mmask16 m = cx_bf16_lanes(len - j);
+      __m512 xv = cx_bf16_load(x + o + j, m), dz = cx_bf16_load(dy + o + j, m);
       if (act) {
         __m512 z = _mm512_mul_ps(xv, _mm512_loadu_ps(kf + j));
         z = _mm512_add_ps(z, _mm512_loadu_ps(bf + j));
@@ -68,7 +37,7 @@ TARGET static void grad(const uint16_t *dy, const uint16_t *x, uint16_t *dx, int
       }
       __m512 g = _mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(k + j), dz),
                                _mm512_mul_ps(_mm512_loadu_ps(kx + j), xv));
-      store(dx + o + j, _mm512_add_ps(g, _mm512_loadu_ps(b + j)), m);
+      cx_bf16_store(dx + o + j, _mm512_add_ps(g, _mm512_loadu_ps(b + j)), m);
     }
   }
 }
@@ -83,8 +52,7 @@ void cx_bn_bf16_grad(const uint16_t *dy, const uint16_t *x, uint16_t *dx, int64_
                      const float *bf, const float *act) {
   grad(dy, x, dx, n, t, k, kx, b, kf, bf, act);
 }
-#else /* never called: cx_bn_bf16_direct() is false */
-bool cx_bn_bf16_direct(void) { return false; }
+#else /* never called: cx_cpu_bf16_direct() is false */
 void cx_bn_bf16_affine(const uint16_t *x, uint16_t *y, int64_t n, int64_t t, const float *k,
                        const float *b, const float *act) {
   (void)x, (void)y, (void)n, (void)t, (void)k, (void)b, (void)act;

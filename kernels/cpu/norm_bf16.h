@@ -1,18 +1,16 @@
 #ifndef CX_CPU_NORM_BF16_H
 #define CX_CPU_NORM_BF16_H
 
-/* BatchNorm's element-wise passes on bf16 activations read and written in place (norm_nhwc.c):
- * widened in registers and rounded on the store (nearest even, vcvtneps2bf16), not staged
- * through f32 buffers (stage.h), which cost a ReLU-sized pass about 30% more. Each computes
- * exactly what norm_nhwc.c's f32 loops compute, in the same order (products and sums apart, as
- * the ISO C build compiles them), so a result is bit for bit the staged one. n floats in tiles
- * of t (a multiple of 16); the last tile may be short. Only on CPUs with AVX512-BF16
- * (cx_bn_bf16_direct; CX_BF16_DIRECT=off in the environment stages them, to compare). */
+/* BatchNorm's element-wise passes on bf16 activations read and written in place (norm_nhwc.c,
+ * bf16_vec.h): each computes exactly what norm_nhwc.c's f32 loops compute, in the same order
+ * (products and sums apart, as the ISO C build compiles them), so a result is bit for bit the
+ * staged one. n floats in tiles of t (a multiple of 16); the last tile may be short. Only where
+ * cx_cpu_bf16_direct(). Its reductions stay staged: read directly, lane group by lane group
+ * down a piece's tiles, they were slower (strided reads of cold memory), and with the next
+ * piece prefetched no faster. */
 
 #include <stdbool.h>
 #include <stdint.h>
-
-bool cx_bn_bf16_direct(void);
 
 /* y = x * k + b, clamped to [act[0], act[1]] unless act is NULL */
 void cx_bn_bf16_affine(const uint16_t *x, uint16_t *y, int64_t n, int64_t t, const float *k,

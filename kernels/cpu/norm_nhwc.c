@@ -6,6 +6,7 @@
 
 #include "../../core/ops/norm.h"
 #include "eltwise_engine.h"
+#include "bf16_vec.h"
 #include "norm_bf16.h"
 #include "stage.h"
 
@@ -264,7 +265,7 @@ static bool any_bf16(const cx_tensor *a, const cx_tensor *b, const cx_tensor *c)
  * (norm_bf16.h): the passes then skip the staging. */
 static bool all_bf16(const cx_tensor *a, const cx_tensor *b, const cx_tensor *c) {
   return a->dtype == CX_BF16 && b->dtype == CX_BF16 && (!c || c->dtype == CX_BF16) &&
-         cx_bn_bf16_direct();
+         cx_cpu_bf16_direct();
 }
 
 /* Repeats row[0..c) over the tile (row is its first c entries). */

@@ -2,12 +2,14 @@
 
 #include <immintrin.h>
 #include <omp.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../../core/dtype.h"
+#include "bf16_vec.h"
 #include "eltwise_engine.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#define CX_BF16_TARGET __attribute__((target("avx512f,avx512bf16,avx512vl")))
 
 CX_BF16_TARGET static int64_t widen_avx512(float *y, const uint16_t *x, int64_t n) {
   int64_t i = 0;
@@ -47,6 +49,15 @@ static int64_t round_avx512(uint16_t *y, const float *x, int64_t n) {
   return 0;
 }
 #endif
+
+bool cx_cpu_bf16_direct(void) {
+  static int direct = -1;
+  if (direct < 0) {
+    const char *e = getenv("CX_BF16_DIRECT");
+    direct = have_bf16() && __builtin_cpu_supports("avx512bw") && !(e && !strcmp(e, "off"));
+  }
+  return direct;
+}
 
 void cx_cpu_bf16_widen(float *y, const uint16_t *x, int64_t n) {
   int64_t i = have_bf16() ? widen_avx512(y, x, n) : 0;
