@@ -216,8 +216,8 @@ __attribute__((target("avx512f"))) static void bwd_avx512(const act_par *p, floa
   bwd_c(p, dx + i, dy + i, x ? x + i : NULL, y ? y + i : NULL, n - i);
 }
 
-/* ---- bf16 in place (bf16_vec.h): the AVX-512 loops above, widening and rounding in registers;
- * false for an activation they leave to the AVX2 loop, which then runs staged ---- */
+/* ---- bf16 in place (bf16_vec.h): the AVX-512 loops above, widening and rounding in registers,
+ * for the activations they have (fwd_bf16_has); the rest run the AVX2 loop, staged ---- */
 
 #define FWD_LOOP_BF16(OP)                                                                         \
   do {                                                                                            \
@@ -229,18 +229,23 @@ __attribute__((target("avx512f"))) static void bwd_avx512(const act_par *p, floa
     }                                                                                             \
   } while (0)
 
-CX_BF16_TARGET static bool fwd_bf16(const act_par *p, uint16_t *y, const uint16_t *x, int64_t n) {
+static bool fwd_bf16_has(cx_act op) {
+  return op == CX_ACT_RELU || op == CX_ACT_LEAKY_RELU || op == CX_ACT_CLIP ||
+         op == CX_ACT_SIGMOID || op == CX_ACT_HARD_SIGMOID || op == CX_ACT_HARD_SWISH ||
+         op == CX_ACT_TANH || op == CX_ACT_EXP || op == CX_ACT_SQRT;
+}
+
+CX_BF16_TARGET static void fwd_bf16(const act_par *p, uint16_t *y, const uint16_t *x, int64_t n) {
   switch (p->op) {
-  case CX_ACT_RELU: FWD_LOOP_BF16(CX_ACT_RELU); return true;
-  case CX_ACT_LEAKY_RELU: FWD_LOOP_BF16(CX_ACT_LEAKY_RELU); return true;
-  case CX_ACT_CLIP: FWD_LOOP_BF16(CX_ACT_CLIP); return true;
-  case CX_ACT_SIGMOID: FWD_LOOP_BF16(CX_ACT_SIGMOID); return true;
-  case CX_ACT_HARD_SIGMOID: FWD_LOOP_BF16(CX_ACT_HARD_SIGMOID); return true;
-  case CX_ACT_HARD_SWISH: FWD_LOOP_BF16(CX_ACT_HARD_SWISH); return true;
-  case CX_ACT_TANH: FWD_LOOP_BF16(CX_ACT_TANH); return true;
-  case CX_ACT_EXP: FWD_LOOP_BF16(CX_ACT_EXP); return true;
-  case CX_ACT_SQRT: FWD_LOOP_BF16(CX_ACT_SQRT); return true;
-  default: return false;
+  case CX_ACT_RELU: FWD_LOOP_BF16(CX_ACT_RELU); break;
+  case CX_ACT_LEAKY_RELU: FWD_LOOP_BF16(CX_ACT_LEAKY_RELU); break;
+  case CX_ACT_CLIP: FWD_LOOP_BF16(CX_ACT_CLIP); break;
+  case CX_ACT_SIGMOID: FWD_LOOP_BF16(CX_ACT_SIGMOID); break;
+  case CX_ACT_HARD_SIGMOID: FWD_LOOP_BF16(CX_ACT_HARD_SIGMOID); break;
+  case CX_ACT_HARD_SWISH: FWD_LOOP_BF16(CX_ACT_HARD_SWISH); break;
+  case CX_ACT_TANH: FWD_LOOP_BF16(CX_ACT_TANH); break;
+  case CX_ACT_EXP: FWD_LOOP_BF16(CX_ACT_EXP); break;
+  default: FWD_LOOP_BF16(CX_ACT_SQRT); break; /* fwd_bf16_has(p->op) */
   }
 }
 
@@ -485,26 +490,25 @@ static void run_rows(const cx_kernel_args *a, cx_stage_fn f, const act_par *p,
   }
 }
 
-/* The activation on bf16 X and Y in place, where fwd_bf16 has it. */
-static bool run_act_bf16(const cx_kernel_args *a, const act_par *p) {
-  if (a->in[0].dtype != CX_BF16 || a->out[0].dtype != CX_BF16 || !cx_cpu_bf16_direct())
-    return false;
+/* The activation on bf16 X and Y in place (fwd_bf16_has it). */
+static void run_act_bf16(const cx_kernel_args *a, const act_par *p) {
   int64_t n = cx_tensor_numel(&a->out[0]);
-  bool done = true;
 #pragma omp parallel if (n > PAR_MIN)
   {
     int64_t i0, i1;
     cx_cpu_thread_range(n, &i0, &i1);
-    if (i0 < i1 &&
-        !fwd_bf16(p, (uint16_t *)a->out[0].data + i0, (const uint16_t *)a->in[0].data + i0, i1 - i0))
-      done = false; /* every thread alike: the op decides */
+    if (i0 < i1)
+      fwd_bf16(p, (uint16_t *)a->out[0].data + i0, (const uint16_t *)a->in[0].data + i0, i1 - i0);
   }
-  return done;
 }
 
 static cx_status run_act(const cx_kernel_args *a) {
   act_par p = params(a, 1);
-  if (run_act_bf16(a, &p)) return CX_OK;
+  if (a->in[0].dtype == CX_BF16 && a->out[0].dtype == CX_BF16 && fwd_bf16_has(p.op) &&
+      cx_cpu_bf16_direct()) {
+    run_act_bf16(a, &p);
+    return CX_OK;
+  }
   const cx_tensor *x[1] = {&a->in[0]};
   run_rows(a, fwd_rows, &p, x, 1);
   return CX_OK;

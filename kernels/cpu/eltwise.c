@@ -114,13 +114,10 @@ static void binary_direct(const cx_kernel_args *a, cx_bin_op op) {
 }
 
 static cx_status binary(const cx_kernel_args *a, cx_bin_op op) {
-  if (cx_stage_any_bf16(a->in, a->n_in, a->out, 1) && all_bf16(a)) {
-    binary_direct(a, op);
-    return CX_OK;
-  }
   if (cx_stage_any_bf16(a->in, a->n_in, a->out, 1)) { /* one shape (CX_ACT_BF16_FLAT) */
     const cx_tensor *x[2] = {&a->in[0], &a->in[1]};
-    cx_stage_map(binary_rows, &op, &a->out[0], x, 2, cx_tensor_numel(&a->out[0]) > PAR_MIN);
+    if (all_bf16(a)) binary_direct(a, op);
+    else cx_stage_map(binary_rows, &op, &a->out[0], x, 2, cx_tensor_numel(&a->out[0]) > PAR_MIN);
     return CX_OK;
   }
   bin_shapes s = shapes_of(a, &a->in[0].shape, &a->in[1].shape);
@@ -199,13 +196,9 @@ static void sum_direct(const cx_kernel_args *a) {
 }
 
 static cx_status run_sum(const cx_kernel_args *a) {
-  if (cx_stage_any_bf16(a->in, a->n_in, a->out, 1) && all_bf16(a) && next_live(a, 0) < a->n_in &&
-      a->n_in <= SUM_DIRECT_MAX) {
-    sum_direct(a);
-    return CX_OK;
-  }
   if (cx_stage_any_bf16(a->in, a->n_in, a->out, 1)) { /* one shape (CX_ACT_BF16_FLAT) */
-    sum_staged(a);
+    if (all_bf16(a) && next_live(a, 0) < a->n_in && a->n_in <= SUM_DIRECT_MAX) sum_direct(a);
+    else sum_staged(a);
     return CX_OK;
   }
   bool same = true;
