@@ -35,7 +35,9 @@ CX_BF16_TARGET static int64_t round_avx512(uint16_t *y, const float *x, int64_t 
  * of the portable paths) the scalar loops do the same rounding. */
 static bool have_bf16(void) {
   static int have = -1;
-  if (have < 0) have = cx_cpu_avx512() && __builtin_cpu_supports("avx512bf16");
+  if (have < 0) /* every CPU with AVX512-BF16 has BW, which bf16_vec.h's masked tails take */
+    have = cx_cpu_avx512() && __builtin_cpu_supports("avx512bf16") &&
+           __builtin_cpu_supports("avx512bw");
   return have;
 }
 #else /* never called: have_bf16() is false */
@@ -54,7 +56,7 @@ bool cx_cpu_bf16_direct(void) {
   static int direct = -1;
   if (direct < 0) {
     const char *e = getenv("CX_BF16_DIRECT");
-    direct = have_bf16() && __builtin_cpu_supports("avx512bw") && !(e && !strcmp(e, "off"));
+    direct = have_bf16() && !(e && !strcmp(e, "off"));
   }
   return direct;
 }
