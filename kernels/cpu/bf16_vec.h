@@ -28,7 +28,8 @@ CX_BF16_INLINE __mmask16 cx_bf16_lanes(int64_t left) {
 /* Masked loads and stores only for a run's last lanes: on every vector they made a bf16 ReLU
  * (forward and gradient) slower than staging it (Zen 5) */
 CX_BF16_INLINE __m512 cx_bf16_load(const uint16_t *p, __mmask16 m) {
-  __m256i h = m == 0xffff ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi16(m, p);
+  __m256i h =
+      m == 0xffff ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi16(m, p);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 

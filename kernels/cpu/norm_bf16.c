@@ -5,8 +5,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 /* max(z, lo) then min(., hi) return their second operand on a NaN, as the C loops' z > lo ? z :
  * lo and z < hi ? z : hi do */
-CX_BF16_TARGET static void affine(const uint16_t *x, uint16_t *y, int64_t n, int64_t t, const float *k,
-                          const float *b, const float *act) {
+CX_BF16_TARGET void cx_bn_bf16_affine(const uint16_t *x, uint16_t *y, int64_t n, int64_t t,
+                                      const float *k, const float *b, const float *act) {
   __m512 lo = _mm512_set1_ps(act ? act[0] : 0), hi = _mm512_set1_ps(act ? act[1] : 0);
   for (int64_t o = 0; o < n; o += t) {
     int64_t len = n - o < t ? n - o : t;
@@ -20,9 +20,9 @@ CX_BF16_TARGET static void affine(const uint16_t *x, uint16_t *y, int64_t n, int
   }
 }
 
-CX_BF16_TARGET static void grad(const uint16_t *dy, const uint16_t *x, uint16_t *dx, int64_t n,
-                        int64_t t, const float *k, const float *kx, const float *b,
-                        const float *kf, const float *bf, const float *act) {
+CX_BF16_TARGET void cx_bn_bf16_grad(const uint16_t *dy, const uint16_t *x, uint16_t *dx, int64_t n,
+                                    int64_t t, const float *k, const float *kx, const float *b,
+                                    const float *kf, const float *bf, const float *act) {
   __m512 lo = _mm512_set1_ps(act ? act[0] : 0), hi = _mm512_set1_ps(act ? act[1] : 0);
   for (int64_t o = 0; o < n; o += t) {
     int64_t len = n - o < t ? n - o : t;
@@ -32,7 +32,8 @@ CX_BF16_TARGET static void grad(const uint16_t *dy, const uint16_t *x, uint16_t 
       if (act) {
         __m512 z = _mm512_mul_ps(xv, _mm512_loadu_ps(kf + j));
         z = _mm512_add_ps(z, _mm512_loadu_ps(bf + j));
-        __mmask16 in = _mm512_cmp_ps_mask(z, lo, _CMP_GT_OQ) & _mm512_cmp_ps_mask(z, hi, _CMP_LT_OQ);
+        __mmask16 in =
+            _mm512_cmp_ps_mask(z, lo, _CMP_GT_OQ) & _mm512_cmp_ps_mask(z, hi, _CMP_LT_OQ);
         dz = _mm512_maskz_mov_ps(in, dz);
       }
       __m512 g = _mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(k + j), dz),
@@ -42,16 +43,6 @@ CX_BF16_TARGET static void grad(const uint16_t *dy, const uint16_t *x, uint16_t 
   }
 }
 
-void cx_bn_bf16_affine(const uint16_t *x, uint16_t *y, int64_t n, int64_t t, const float *k,
-                       const float *b, const float *act) {
-  affine(x, y, n, t, k, b, act);
-}
-
-void cx_bn_bf16_grad(const uint16_t *dy, const uint16_t *x, uint16_t *dx, int64_t n, int64_t t,
-                     const float *k, const float *kx, const float *b, const float *kf,
-                     const float *bf, const float *act) {
-  grad(dy, x, dx, n, t, k, kx, b, kf, bf, act);
-}
 #else /* never called: cx_cpu_bf16_direct() is false */
 void cx_bn_bf16_affine(const uint16_t *x, uint16_t *y, int64_t n, int64_t t, const float *k,
                        const float *b, const float *act) {
