@@ -225,7 +225,15 @@ static void check_bn(int64_t c, bool relu, bool x_half, bool y_half) {
   cx_graph_free(g);
 }
 
-/* An element-wise node with n_in inputs of one shape; half[k] for each argument (inputs first). */
+/* Argument a as a ReLU's output: its negative values 0 (the exact zeros a ReLU gradient's mask
+ * must leave out). */
+static void relu_arg(karg *a) {
+  for (int64_t i = 0; i < cx_shape_numel(&a->shape); i++)
+    if (a->f[i] < 0) a->f[i] = 0, a->h[i] = 0;
+}
+
+/* An element-wise node with n_in inputs of one shape; half[k] for each argument (inputs first);
+ * an ActivationGrad of Relu gets a Y that is a ReLU's output. */
 static void check_eltwise(const char *label, const char *op, int n_in, const bool *half,
                           const char *act) {
   cx_shape x = {4, {3, 40, 7, 9}};
@@ -235,6 +243,7 @@ static void check_eltwise(const char *label, const char *op, int n_in, const boo
   if (act) cx_node_set_string(g, node, "op", act);
   karg a[5];
   for (int k = 0; k <= n_in; k++) a[k] = arg_new(&x, true, half[k], -2, 2);
+  if (act && !strcmp(act, "Relu")) relu_arg(&a[2]);
   check_node(label, g, node, a);
   for (int k = 0; k <= n_in; k++) arg_free(&a[k]);
   cx_graph_free(g);
