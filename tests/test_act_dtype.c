@@ -7,9 +7,9 @@
  * 2. Kernels: each kernel that declares bf16 activations, run on channels-last bf16 arguments
  *    (all of them, and mixed with f32 ones), must give bit for bit the bf16 rounding of what it
  *    gives in f32 on the same (widened) values: the staging must not change a sum's order or
- *    skip a piece. BatchNormTrain (plain and with a fused ReLU), BatchNormGrad (both), Relu,
- *    ActivationGrad, Add, Sub, Mul, Div, Sum; channel counts whose tiles do not divide the
- *    staged pieces; where every argument is bf16, the loops that read it in place
+ *    skip a piece. BatchNormTrain (plain, with a fused ReLU, with a fused Clip), BatchNormGrad
+ *    (each), Relu, ActivationGrad, Add, Sub, Mul, Div, Sum; channel counts whose tiles do not
+ *    divide the staged pieces; where every argument is bf16, the loops that read it in place
  *    (kernels/cpu/bf16_vec.h) instead of staging it.
  * 3. ResNet-20 and MobileNetV2-0.5 in a bf16 training program: the pass stores activations in bf16
  *    (fewer arena bytes than with CX_ACT_DTYPE=f32), the step's loss and gradients agree with the
@@ -185,34 +185,38 @@ static int node_of(cx_graph *g, const char *op, const cx_shape *in, int n_in, in
   return cx_graph_node(g, op, "node", ids, n_in, n_out);
 }
 
-/* The attributes core/fuse.c gives a BatchNorm whose ReLU it fused. */
-static void fuse_relu(cx_graph *g, int node) {
+/* The attributes core/fuse.c gives a BatchNorm whose activation it fused: a ReLU's [0, inf), or
+ * a Clip to [0, 1], whose upper bound the normalised values here cross. */
+static void fuse_act(cx_graph *g, int node, int act) {
   cx_node_set_float(g, node, CX_BN_ACT_MIN, 0);
-  cx_node_set_float(g, node, CX_BN_ACT_MAX, INFINITY);
+  cx_node_set_float(g, node, CX_BN_ACT_MAX, act == 1 ? INFINITY : 1);
 }
 
+static const char *const act_name[] = {"", "+ReLU", "+Clip[0,1]"};
+
 /* BatchNormTrain (X, scale, B, mean, var) -> (Y, saved mean, saved invstd), then BatchNormGrad
- * (dY, X, scale, saved mean, saved invstd[, B]) -> (dX, dScale, dB) on its outputs; x_half and
- * y_half say which activations are bf16. */
-static void check_bn(int64_t c, bool relu, bool x_half, bool y_half) {
+ * (dY, X, scale, saved mean, saved invstd[, B]) -> (dX, dScale, dB) on its outputs; act: none,
+ * ReLU or Clip fused (fuse_act); x_half and y_half say which activations are bf16. */
+static void check_bn(int64_t c, int act, bool x_half, bool y_half) {
+  bool relu = act != 0;
   char label[96];
-  snprintf(label, sizeof label, "BatchNormTrain%s C=%lld X %s Y %s", relu ? "+ReLU" : "",
+  snprintf(label, sizeof label, "BatchNormTrain%s C=%lld X %s Y %s", act_name[act],
            (long long)c, x_half ? "bf16" : "f32", y_half ? "bf16" : "f32");
   cx_shape x = {4, {5, c, 9, 11}}, v = {1, {c}};
   cx_graph *g = cx_graph_new();
   int node = node_of(g, "BatchNormTrain", (cx_shape[]){x, v, v, v, v}, 5, 3);
-  if (relu) fuse_relu(g, node);
+  if (relu) fuse_act(g, node, act);
   karg a[8] = {arg_new(&x, true, x_half, -2, 3), arg_new(&v, false, false, 0.5f, 1.5f),
                arg_new(&v, false, false, -0.5f, 0.5f), arg_new(&v, false, false, 0, 0),
                arg_new(&v, false, false, 1, 1), arg_new(&x, true, y_half, 0, 0),
                arg_new(&v, false, false, 0, 0), arg_new(&v, false, false, 0, 0)};
   check_node(label, g, node, a);
 
-  snprintf(label, sizeof label, "BatchNormGrad%s C=%lld dY %s X %s dX %s", relu ? "+ReLU" : "",
+  snprintf(label, sizeof label, "BatchNormGrad%s C=%lld dY %s X %s dX %s", act_name[act],
            (long long)c, y_half ? "bf16" : "f32", x_half ? "bf16" : "f32", x_half ? "bf16" : "f32");
   cx_graph *gg = cx_graph_new();
   int gn = node_of(gg, "BatchNormGrad", (cx_shape[]){x, x, v, v, v, v}, relu ? 6 : 5, 3);
-  if (relu) fuse_relu(gg, gn);
+  if (relu) fuse_act(gg, gn, act);
   karg b[9] = {arg_new(&x, true, y_half, -1, 1), a[0], a[1], a[6], a[7], a[2],
                arg_new(&x, true, x_half, 0, 0), arg_new(&v, false, false, 0, 0),
                arg_new(&v, false, false, 0, 0)};
@@ -250,11 +254,11 @@ static void check_eltwise(const char *label, const char *op, int n_in, const boo
 }
 
 static void check_kernels(void) {
-  for (int relu = 0; relu < 2; relu++) {
-    check_bn(24, relu, true, true);
-    check_bn(20, relu, true, false);
-    check_bn(20, relu, true, true); /* tiles of 160 floats: a short last tile, lanes masked */
-    check_bn(1000, relu, false, true); /* a tile (2000 floats) near a staged piece */
+  for (int act = 0; act < 3; act++) {
+    check_bn(24, act, true, true);
+    check_bn(20, act, true, false);
+    check_bn(20, act, true, true); /* tiles of 160 floats: a short last tile, lanes masked */
+    check_bn(1000, act, false, true); /* a tile (2000 floats) near a staged piece */
   }
   check_eltwise("Relu bf16 -> bf16", "Relu", 1, (bool[]){true, true}, NULL);
   check_eltwise("Relu f32 -> bf16", "Relu", 1, (bool[]){false, true}, NULL);
