@@ -504,8 +504,7 @@ static void run_act_bf16(const cx_kernel_args *a, const act_par *p) {
 
 static cx_status run_act(const cx_kernel_args *a) {
   act_par p = params(a, 1);
-  if (a->in[0].dtype == CX_BF16 && a->out[0].dtype == CX_BF16 && fwd_bf16_has(p.op) &&
-      cx_cpu_bf16_direct()) {
+  if (fwd_bf16_has(p.op) && cx_stage_all_bf16(a->in, 1, a->out, 1)) { /* Clip's bounds: f32 */
     run_act_bf16(a, &p);
     return CX_OK;
   }

@@ -95,12 +95,6 @@ static void sum_bf16(uint16_t *y, const uint16_t *const *x, int n_x, int64_t i0,
 }
 #endif
 
-static bool all_bf16(const cx_kernel_args *a) {
-  for (int k = 0; k < a->n_in; k++)
-    if (a->in[k].data && a->in[k].dtype != CX_BF16) return false;
-  return a->out[0].dtype == CX_BF16 && cx_cpu_bf16_direct();
-}
-
 static void binary_direct(const cx_kernel_args *a, cx_bin_op op) {
   int64_t n = cx_tensor_numel(&a->out[0]);
 #pragma omp parallel if (n > PAR_MIN)
@@ -116,7 +110,7 @@ static void binary_direct(const cx_kernel_args *a, cx_bin_op op) {
 static cx_status binary(const cx_kernel_args *a, cx_bin_op op) {
   if (cx_stage_any_bf16(a->in, a->n_in, a->out, 1)) { /* one shape (CX_ACT_BF16_FLAT) */
     const cx_tensor *x[2] = {&a->in[0], &a->in[1]};
-    if (all_bf16(a)) binary_direct(a, op);
+    if (cx_stage_all_bf16(a->in, 2, a->out, 1)) binary_direct(a, op);
     else cx_stage_map(binary_rows, &op, &a->out[0], x, 2, cx_tensor_numel(&a->out[0]) > PAR_MIN);
     return CX_OK;
   }
@@ -197,7 +191,9 @@ static void sum_direct(const cx_kernel_args *a) {
 
 static cx_status run_sum(const cx_kernel_args *a) {
   if (cx_stage_any_bf16(a->in, a->n_in, a->out, 1)) { /* one shape (CX_ACT_BF16_FLAT) */
-    if (all_bf16(a) && next_live(a, 0) < a->n_in && a->n_in <= SUM_DIRECT_MAX) sum_direct(a);
+    bool direct = cx_stage_all_bf16(a->in, a->n_in, a->out, 1) && next_live(a, 0) < a->n_in &&
+                  a->n_in <= SUM_DIRECT_MAX;
+    if (direct) sum_direct(a);
     else sum_staged(a);
     return CX_OK;
   }

@@ -116,3 +116,11 @@ bool cx_stage_any_bf16(const cx_tensor *in, int n_in, const cx_tensor *out, int 
     if (out[k].dtype == CX_BF16) return true;
   return false;
 }
+
+bool cx_stage_all_bf16(const cx_tensor *in, int n_in, const cx_tensor *out, int n_out) {
+  for (int k = 0; k < n_in; k++)
+    if (in[k].data && in[k].dtype != CX_BF16) return false;
+  for (int k = 0; k < n_out; k++)
+    if (out[k].dtype != CX_BF16) return false;
+  return cx_cpu_bf16_direct();
+}

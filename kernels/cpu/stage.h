@@ -35,4 +35,8 @@ void cx_stage_map(cx_stage_fn f, const void *ctx, const cx_tensor *y, const cx_t
 /* Whether any of the kernel's tensors holds bf16 (then it takes its staged path). */
 bool cx_stage_any_bf16(const cx_tensor *in, int n_in, const cx_tensor *out, int n_out);
 
+/* Whether every present one holds bf16 and cx_cpu_bf16_direct() (bf16_vec.h): then a kernel
+ * with AVX-512 loops reads and writes them in place instead of staging. */
+bool cx_stage_all_bf16(const cx_tensor *in, int n_in, const cx_tensor *out, int n_out);
+
 #endif
