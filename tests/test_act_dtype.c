@@ -256,6 +256,8 @@ static void check_eltwise(const char *label, const char *op, int n_in, const boo
 static void check_kernels(void) {
   for (int act = 0; act < 3; act++) {
     check_bn(24, act, true, true);
+    check_bn(16, act, true, true); /* tiles of 128: the gradient's sums read in place */
+    check_bn(64, act, true, true);
     check_bn(20, act, true, false);
     check_bn(20, act, true, true); /* tiles of 160 floats: a short last tile, lanes masked */
     check_bn(1000, act, false, true); /* a tile (2000 floats) near a staged piece */

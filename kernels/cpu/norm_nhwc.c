@@ -27,7 +27,9 @@
  *
  * bf16 activations (core/act_dtype.h: X, Y, dY, dX each f32 or bf16) run the same loops on
  * pieces of whole tiles staged through per-thread f32 buffers (kernels/cpu/stage.h); the pieces
- * keep each sum's order, so the results are the f32 loops' on the widened values. */
+ * keep each sum's order, so the results are the f32 loops' on the widened values. Where every
+ * argument of a pass is bf16, norm_bf16.c's loops read it in place instead (the element-wise
+ * passes, and the gradient's sums over tiles of at most 128 floats), with the same results. */
 
 enum { BLOCK = 32, LANES = 16, MIN_TILE = 128 };
 enum { ISA_C, ISA_AVX2, ISA_AVX512 };
@@ -295,12 +297,16 @@ static void partial_pairs(const bn_scratch *s, const bn_geom *d, const cx_tensor
   int64_t f0, f1;
   thread_span(d, &f0, &f1);
   memset(a0, 0, sizeof(double) * 2 * (size_t)d->c);
-  bool staged = any_bf16(xt, dyt, NULL);
+  bool staged = any_bf16(xt, dyt, NULL), direct = dyt && all_bf16(xt, dyt, NULL) &&
+                                          cx_bn_bf16_dots_fit(d->t);
   int64_t step = step_of(d, staged, BLOCK * d->t);
   for (int64_t o = f0; o < f1; o += BLOCK * d->t) {
     int64_t n = f1 - o < BLOCK * d->t ? f1 - o : BLOCK * d->t;
     memset(d0, 0, sizeof(double) * 2 * (size_t)d->t);
-    for (int64_t p = o; p < o + n; p += step) {
+    if (direct) /* norm_bf16.h */
+      cx_bn_bf16_dots((const uint16_t *)dyt->data + o, (const uint16_t *)xt->data + o, n, d->t,
+                      s->m, s->kf, s->bf, act, l0, l1);
+    for (int64_t p = o; p < o + n && !direct; p += step) {
       int64_t len = o + n - p < step ? o + n - p : step;
       const float *xs = cx_stage_in(xt, p, len, slot(s, d, 0));
       const float *ds = dyt ? cx_stage_in(dyt, p, len, slot(s, d, 1)) : NULL;
