@@ -2,7 +2,7 @@
 
 #include "bf16_vec.h"
 
-/* cx_bn_bf16_dots's lane groups a chunk */
+/* the lane groups (16 floats each) whose sums cx_bn_bf16_dots holds in registers */
 enum { FLOAT_GROUPS = 8 };
 
 bool cx_bn_bf16_dots_fit(int64_t t) { return t <= 16 * FLOAT_GROUPS; }
