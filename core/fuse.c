@@ -68,28 +68,7 @@ static cx_status fuse_norm_activations(cx_graph *g, const int *readers, const in
   return cx_graph_status(g);
 }
 
-/* Add -> Relu becomes AddRelu, the Add's node taking the Relu's output value, where the sum feeds
- * the Relu alone and is not a graph output. */
-static void fuse_add_relu(cx_graph *g, const int *readers, const int *reader, bool *dead) {
-  for (int i = 0; i < g->n_nodes; i++) {
-    cx_node *n = &g->nodes[i];
-    if (strcmp(n->op->name, "Add") != 0 || readers[n->out[0]] != 1) continue;
-    int j = reader[n->out[0]];
-    const cx_node *a = &g->nodes[j];
-    if (strcmp(a->op->name, "Relu") != 0 || a->in[0] != n->out[0]) continue;
-    n->op = cx_op_find("AddRelu");
-    n->out[0] = a->out[0];
-    dead[j] = true;
-  }
-}
-
-/* Whether backend be has a kernel for op (probed with a node of that op alone). */
-static bool backend_has(const cx_backend *be, const char *op) {
-  cx_node probe = {.name = (char *)op, .op = cx_op_find(op)};
-  return probe.op && be->find_kernel(be, &probe, NULL, 0) != NULL;
-}
-
-cx_status cx_fuse_training(cx_graph *g, const cx_backend *be) {
+cx_status cx_fuse_training(cx_graph *g) {
   if (!cx_fuse_enabled()) return CX_OK;
   int *readers = calloc((size_t)g->n_values + 1, sizeof(int));
   int *reader = calloc((size_t)g->n_values + 1, sizeof(int));
@@ -99,7 +78,6 @@ cx_status cx_fuse_training(cx_graph *g, const cx_backend *be) {
     cx_fuse_count_readers(g, readers, reader);
     s = fuse_norm_activations(g, readers, reader, dead);
   }
-  if (s == CX_OK && backend_has(be, "AddRelu")) fuse_add_relu(g, readers, reader, dead);
   if (s == CX_OK) s = cx_graph_remove_nodes(g, dead);
   free(readers);
   free(reader);

@@ -1,7 +1,6 @@
 #ifndef CX_FUSE_H
 #define CX_FUSE_H
 
-#include "backend.h"
 #include "graph.h"
 
 /* Training-program fusions, made on the forward graph before the backward pass is built, so that
@@ -11,14 +10,9 @@
  *     forward, and its gradient's pass backward, disappear. The activation's output value, and
  *     so its name, stays; the normalised value before it is no longer stored. Done only where
  *     the BatchNormTrain output feeds that activation alone and is not a graph output.
- *   - Add followed by Relu (a residual block's end) becomes one AddRelu (core/ops/eltwise.c):
- *     the Relu's pass over memory forward disappears; backward is the pair's (the Relu's mask
- *     from Y, then the Add's). The Relu's output value stays; the sum is no longer stored. Done
- *     only where the sum feeds the Relu alone and is not a graph output, and only where backend
- *     be has an AddRelu kernel (the CPU; the CUDA backend runs the pair).
  * CX_FUSE=off in the environment turns every fusion off (to compare), these and the inference
  * program's (core/infer_fuse.h). */
-cx_status cx_fuse_training(cx_graph *g, const cx_backend *be);
+cx_status cx_fuse_training(cx_graph *g);
 
 /* false when the environment says CX_FUSE=off */
 bool cx_fuse_enabled(void);

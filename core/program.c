@@ -489,7 +489,7 @@ static cx_status fold_batchnorm(cx_program *p, const cx_compile_opts *o) {
 static cx_status compile(cx_program *p, const cx_compile_opts *o) {
   CX_TRY(schedule(p->g));
   if (o->training) CX_TRY(use_train_ops(p->g));
-  if (o->training) CX_TRY(cx_fuse_training(p->g, p->be));
+  if (o->training) CX_TRY(cx_fuse_training(p->g));
   CX_TRY(fold_batchnorm(p, o));
   cx_graph *g = p->g;
   CX_TRY(infer_values(g, o->batch, 0));

@@ -7,7 +7,6 @@
  * runs as where the backend has no fused INT8 kernels). Prints every op it is missing and fails
  * if one is. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "../core/op.h"
@@ -87,9 +86,6 @@ static void check_model(const char *spec, float smoothing, int64_t soft, bool qa
 }
 
 int main(void) {
-  /* the programs' ops as the CUDA backend compiles them: a training fusion into an op its table
-   * lacks (AddRelu, core/fuse.h) is made only where the backend has the op, which the CPU does */
-  setenv("CX_FUSE", "off", 1);
   for (size_t k = 0; k < sizeof models / sizeof *models; k++) check_model(models[k], 0, 0, false);
   check_model(models[0], 0.1f, 0, false);
   check_model(models[0], 0, 10, false);

@@ -1,5 +1,5 @@
 /* Element-wise arithmetic with numpy broadcasting: Add, Sub, Mul, Div, Sum, Neg, and the internal
- * ReduceSumTo that undoes a broadcast in gradients and AddRelu that training programs fuse. */
+ * ReduceSumTo that undoes a broadcast in gradients. */
 
 #include "eltwise.h"
 
@@ -127,19 +127,6 @@ static cx_status grad_add(const cx_grad_ctx *c) {
   return cx_graph_status(c->g);
 }
 
-/* AddRelu's: the pair's gradients, the Relu's (its mask read from Y, as the Relu's own rule
- * emits it) and then the Add's, so a fused program computes what the unfused one does */
-static cx_status grad_add_relu(const cx_grad_ctx *c) {
-  if (c->dy[0] < 0 || (!c->need[0] && !c->need[1])) return CX_OK;
-  int node = cx_grad_node(c, "ActivationGrad", (int[]){c->dy[0], -1, out_id(c, 0)}, 3, 1);
-  if (node < 0) return cx_graph_status(c->g);
-  cx_node_set_string(c->g, node, "op", "Relu");
-  int dz = cx_node_output(c->g, node, 0);
-  for (int i = 0; i < 2; i++)
-    if (c->need[i]) c->dx[i] = reduced(c, dz, i);
-  return cx_graph_status(c->g);
-}
-
 static cx_status grad_sub(const cx_grad_ctx *c) {
   if (c->dy[0] < 0) return CX_OK;
   if (c->need[0]) c->dx[0] = reduced(c, c->dy[0], 0);
@@ -206,10 +193,6 @@ static const cx_attr_schema reduce_to_attrs[] = {
 
 static const cx_op_def op_add = {"Add", CX_DOMAIN_ONNX, 2, 2, 1, 1, no_attrs,
                                  infer_broadcast_all, grad_add, NULL, 0};
-/* Relu(A + B) (com.compress): a training program's residual Add and the Relu after it as one
- * op (core/fuse.h) */
-static const cx_op_def op_add_relu = {"AddRelu", CX_DOMAIN_COMPRESS, 2, 2, 1, 1, no_attrs,
-                                      infer_broadcast_all, grad_add_relu, NULL, 0};
 static const cx_op_def op_sub = {"Sub", CX_DOMAIN_ONNX, 2, 2, 1, 1, no_attrs,
                                  infer_broadcast_all, grad_sub, NULL, 0};
 static const cx_op_def op_mul = {"Mul", CX_DOMAIN_ONNX, 2, 2, 1, 1, no_attrs,
@@ -225,5 +208,5 @@ static const cx_op_def op_reduce_sum_to = {"ReduceSumTo", CX_DOMAIN_COMPRESS, 1,
                                            grad_reduce_sum_to, NULL, 0};
 
 const cx_op_def *const cx_ops_eltwise[] = {
-    &op_add, &op_add_relu, &op_sub, &op_mul, &op_div, &op_sum, &op_neg, &op_reduce_sum_to, NULL,
+    &op_add, &op_sub, &op_mul, &op_div, &op_sum, &op_neg, &op_reduce_sum_to, NULL,
 };

@@ -1,8 +1,6 @@
-/* CPU kernels of the element-wise family: Add, AddRelu, Sub, Mul, Div, Sum, Neg, and the
- * broadcast / reduce-to pair BroadcastTo and ReduceSumTo. The loops live in eltwise_engine.c and
- * reduce_engine.c. AddRelu's Relu is the activation kernels' (x > 0 ? x : 0, which vmaxps(x, 0)
- * computes too, NaN and -0 included) applied before the sum is stored, so it stores what Add
- * then Relu would, in f32 and, rounding being monotonic, in bf16. */
+/* CPU kernels of the element-wise family: Add, Sub, Mul, Div, Sum, Neg, and the broadcast /
+ * reduce-to pair BroadcastTo and ReduceSumTo. The loops live in eltwise_engine.c and
+ * reduce_engine.c. */
 
 #include <string.h>
 
@@ -45,27 +43,16 @@ static bin_shapes shapes_of(const cx_kernel_args *a, const cx_shape *as, const c
   return r;
 }
 
-/* an element-wise op: its arithmetic, then a Relu (AddRelu) or not */
-typedef struct bin_kind {
-  cx_bin_op op;
-  bool relu;
-} bin_kind;
-
-static void relu_rows(float *y, int64_t n) {
-  _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = y[i] > 0 ? y[i] : 0;
-}
-
 /* y = a op b over n elements of one shape (bf16 operands staged, kernels/cpu/stage.h) */
 static void binary_rows(const void *ctx, float *y, const float *const *x, int64_t n) {
-  const bin_kind *k = ctx;
+  cx_bin_op op = *(const cx_bin_op *)ctx;
   const float *a = x[0], *b = x[1];
-  switch (k->op) {
+  switch (op) {
   case CX_BIN_ADD: cx_cpu_row_add(y, a, b, n); break;
   case CX_BIN_SUB: _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = a[i] - b[i]; break;
   case CX_BIN_MUL: _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i]; break;
   default: _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = a[i] / b[i]; break;
   }
-  if (k->relu) relu_rows(y, n);
 }
 
 /* ---- bf16 in place (bf16_vec.h), where every argument is bf16 (one shape: CX_ACT_BF16_FLAT) */
@@ -78,14 +65,9 @@ static void binary_rows(const void *ctx, float *y, const float *const *x, int64_
     cx_bf16_store(y + i, EXPR, m);                                                                \
   }
 
-CX_BF16_TARGET static void binary_bf16(bin_kind k, uint16_t *y, const uint16_t *a,
+CX_BF16_TARGET static void binary_bf16(cx_bin_op op, uint16_t *y, const uint16_t *a,
                                        const uint16_t *b, int64_t n) {
-  __m512 zero = _mm512_setzero_ps();
-  if (k.relu) { /* AddRelu alone */
-    BINARY_BF16(_mm512_max_ps(_mm512_add_ps(u, v), zero));
-    return;
-  }
-  switch (k.op) {
+  switch (op) {
   case CX_BIN_ADD: BINARY_BF16(_mm512_add_ps(u, v)); break;
   case CX_BIN_SUB: BINARY_BF16(_mm512_sub_ps(u, v)); break;
   case CX_BIN_MUL: BINARY_BF16(_mm512_mul_ps(u, v)); break;
@@ -104,70 +86,44 @@ CX_BF16_TARGET static void sum_bf16(uint16_t *y, const uint16_t *const *x, int n
   }
 }
 #else /* never called: cx_cpu_bf16_direct() is false */
-static void binary_bf16(bin_kind k, uint16_t *y, const uint16_t *a, const uint16_t *b,
+static void binary_bf16(cx_bin_op op, uint16_t *y, const uint16_t *a, const uint16_t *b,
                         int64_t n) {
-  (void)k, (void)y, (void)a, (void)b, (void)n;
+  (void)op, (void)y, (void)a, (void)b, (void)n;
 }
 static void sum_bf16(uint16_t *y, const uint16_t *const *x, int n_x, int64_t i0, int64_t i1) {
   (void)y, (void)x, (void)n_x, (void)i0, (void)i1;
 }
 #endif
 
-static void binary_direct(const cx_kernel_args *a, bin_kind k) {
+static void binary_direct(const cx_kernel_args *a, cx_bin_op op) {
   int64_t n = cx_tensor_numel(&a->out[0]);
 #pragma omp parallel if (n > PAR_MIN)
   {
     int64_t i0, i1;
     cx_cpu_thread_range(n, &i0, &i1);
     if (i0 < i1)
-      binary_bf16(k, (uint16_t *)a->out[0].data + i0, (const uint16_t *)a->in[0].data + i0,
+      binary_bf16(op, (uint16_t *)a->out[0].data + i0, (const uint16_t *)a->in[0].data + i0,
                   (const uint16_t *)a->in[1].data + i0, i1 - i0);
   }
 }
 
-/* AddRelu on f32 operands of one shape: one pass */
-static void add_relu_f32(const cx_kernel_args *a) {
-  int64_t n = cx_tensor_numel(&a->out[0]);
-  const float *x = cx_f32(&a->in[0]), *z = cx_f32(&a->in[1]);
-  float *y = cx_f32(&a->out[0]);
-#pragma omp parallel if (n > PAR_MIN)
-  {
-    int64_t i0, i1;
-    cx_cpu_thread_range(n, &i0, &i1);
-    _Pragma("omp simd") for (int64_t i = i0; i < i1; i++) {
-      float s = x[i] + z[i];
-      y[i] = s > 0 ? s : 0;
-    }
-  }
-}
-
-static cx_status binary(const cx_kernel_args *a, bin_kind k) {
+static cx_status binary(const cx_kernel_args *a, cx_bin_op op) {
   if (cx_stage_any_bf16(a->in, a->n_in, a->out, 1)) { /* one shape (CX_ACT_BF16_FLAT) */
     const cx_tensor *x[2] = {&a->in[0], &a->in[1]};
-    if (cx_stage_all_bf16(a->in, 2, a->out, 1)) binary_direct(a, k);
-    else cx_stage_map(binary_rows, &k, &a->out[0], x, 2, cx_tensor_numel(&a->out[0]) > PAR_MIN);
-    return CX_OK;
-  }
-  bool same = cx_shape_equal(&a->in[0].shape, &a->out[0].shape) &&
-              cx_shape_equal(&a->in[1].shape, &a->out[0].shape);
-  if (k.relu && same) {
-    add_relu_f32(a);
+    if (cx_stage_all_bf16(a->in, 2, a->out, 1)) binary_direct(a, op);
+    else cx_stage_map(binary_rows, &op, &a->out[0], x, 2, cx_tensor_numel(&a->out[0]) > PAR_MIN);
     return CX_OK;
   }
   bin_shapes s = shapes_of(a, &a->in[0].shape, &a->in[1].shape);
-  float *y = cx_f32(&a->out[0]);
-  cx_cpu_binary(k.op, 1.0f, y, &s.y, cx_f32(&a->in[0]), &s.a, cx_f32(&a->in[1]), &s.b);
-  if (k.relu) relu_rows(y, cx_tensor_numel(&a->out[0])); /* broadcast: a second pass */
+  cx_cpu_binary(op, 1.0f, cx_f32(&a->out[0]), &s.y, cx_f32(&a->in[0]), &s.a, cx_f32(&a->in[1]),
+                &s.b);
   return CX_OK;
 }
 
-static cx_status run_add(const cx_kernel_args *a) { return binary(a, (bin_kind){CX_BIN_ADD, false}); }
-static cx_status run_add_relu(const cx_kernel_args *a) {
-  return binary(a, (bin_kind){CX_BIN_ADD, true});
-}
-static cx_status run_sub(const cx_kernel_args *a) { return binary(a, (bin_kind){CX_BIN_SUB, false}); }
-static cx_status run_mul(const cx_kernel_args *a) { return binary(a, (bin_kind){CX_BIN_MUL, false}); }
-static cx_status run_div(const cx_kernel_args *a) { return binary(a, (bin_kind){CX_BIN_DIV, false}); }
+static cx_status run_add(const cx_kernel_args *a) { return binary(a, CX_BIN_ADD); }
+static cx_status run_sub(const cx_kernel_args *a) { return binary(a, CX_BIN_SUB); }
+static cx_status run_mul(const cx_kernel_args *a) { return binary(a, CX_BIN_MUL); }
+static cx_status run_div(const cx_kernel_args *a) { return binary(a, CX_BIN_DIV); }
 
 static cx_status run_neg(const cx_kernel_args *a) {
   const cx_shape *s = &a->out[0].shape;
@@ -282,7 +238,6 @@ static cx_status run_broadcast_to(const cx_kernel_args *a) {
 
 const cx_kernel cx_cpu_eltwise[] = {
     {"Add", NULL, run_add, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
-    {"AddRelu", NULL, run_add_relu, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
     {"Sub", NULL, run_sub, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
     {"Mul", NULL, run_mul, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},
     {"Div", NULL, run_div, NULL, CX_LAYOUT_ELTWISE, NULL, CX_ACT_BF16_FLAT},

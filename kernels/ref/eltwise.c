@@ -1,4 +1,4 @@
-/* References for Add, AddRelu, Sub, Mul, Div, Sum, Neg, ReduceSumTo and BroadcastTo: every output element
+/* References for Add, Sub, Mul, Div, Sum, Neg, ReduceSumTo and BroadcastTo: every output element
  * found by unravelling its index and mapping it into each operand, numpy style. */
 
 #include "../../core/ops/eltwise.h"
@@ -20,13 +20,6 @@ static cx_status ref_binary(const cx_ref_args *a, char op) {
 
 static cx_status ref_add(const cx_ref_args *a) { return ref_binary(a, '+'); }
 static cx_status ref_sub(const cx_ref_args *a) { return ref_binary(a, '-'); }
-
-static cx_status ref_add_relu(const cx_ref_args *a) {
-  CX_TRY(ref_binary(a, '+'));
-  for (int64_t i = 0; i < cx_shape_numel(&a->out[0].shape); i++)
-    if (!(a->out[0].data[i] > 0)) a->out[0].data[i] = 0;
-  return CX_OK;
-}
 static cx_status ref_mul(const cx_ref_args *a) { return ref_binary(a, '*'); }
 static cx_status ref_div(const cx_ref_args *a) { return ref_binary(a, '/'); }
 
@@ -77,7 +70,6 @@ static cx_status ref_broadcast_to(const cx_ref_args *a) {
 
 const cx_ref_entry cx_ref_eltwise[] = {
     {"Add", ref_add},
-    {"AddRelu", ref_add_relu},
     {"Sub", ref_sub},
     {"Mul", ref_mul},
     {"Div", ref_div},
