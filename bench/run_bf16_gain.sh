@@ -3,7 +3,8 @@
 # alternating round by round so that both see the same load; run_train.sh measures the precisions
 # minutes apart, and this host's drift between them moved that ratio by +-5%.
 # usage: bench/run_bf16_gain.sh [BUILD_DIR] (default build)
-#   STEPS=n ROUNDS=n THREADS=1,2 MODELS=a,b   as run_train.sh (defaults 20, 7, 2, both ResNet-20s)
+#   STEPS=n ROUNDS=n THREADS=1,2 MODELS=a,b   as run_train.sh (defaults 20, 7, 2, both ResNet-20s;
+#   names from bench/train_models.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 compress=${1:-build}/compress
@@ -15,18 +16,22 @@ speed() { # SPEC PRECISION THREADS
     --steps "$steps" --precision "$2" --json |
     /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["images_per_s"])'
 }
-declare -A specs=(
-  [resnet20]=resnet20:classes=10,input=1x28x28
-  [resnet20_32]=resnet20:classes=10,input=3x32x32
-  [resnet56_32]=resnet56:classes=10,input=3x32x32
-  [mobilenet_v2_0.5]=mobilenet_v2:width=0.5,classes=10,input=1x28x28
-)
+source bench/train_models.sh
+spec_of() { # NAME: its compress spec (bench/train_models.sh)
+  local m name spec rest
+  for m in "${train_models[@]}"; do
+    read -r name spec rest <<<"$m"
+    [[ $name == "$1" ]] && echo "$spec" && return
+  done
+  echo "$1: not a model of bench/train_models.sh" >&2
+  exit 2
+}
 IFS=, read -ra names <<<"${MODELS:-resnet20,resnet20_32}"
 IFS=, read -ra thread_counts <<<"${THREADS:-2}"
 printf "%-18s %-3s %12s %12s %8s\n" model thr "fp32 img/s" "bf16 img/s" bf16/fp32
 for t in "${thread_counts[@]}"; do
   for name in "${names[@]}"; do
-    spec=${specs[$name]:?"$name: one of ${!specs[*]}"}
+    spec=$(spec_of "$name")
     f=() b=()
     for ((r = 0; r < rounds; r++)); do
       f+=("$(speed "$spec" fp32 "$t")")

@@ -68,24 +68,13 @@ run() { # NAME SPEC TORCH_NAME PRECISION THREADS
     /usr/bin/python3 -c "print('%-18s %-6s %-3s %14.1f %14.1f %7.2fx ' % ('$1', '$4', '$5', $a, $b, $a / $b) + '$per')"
   fi
 }
-# name, compress spec, PyTorch model (bench/train_speed_torch.py): the Fashion-MNIST pair at
-# 1x28x28, then the CIFAR-sized models of issue 17's table at 3x32x32
-models=(
-  "resnet20 resnet20:classes=10,input=1x28x28 resnet20"
-  "mobilenet_v2_0.5 mobilenet_v2:width=0.5,classes=10,input=1x28x28 mobilenet_v2_0.5"
-  "resnet20_32 resnet20:classes=10,input=3x32x32 resnet20_32"
-  "resnet56_32 resnet56:classes=10,input=3x32x32 resnet56_32"
-  "mobilenet_v2 mobilenet_v2:classes=10,input=3x32x32 mobilenet_v2"
-  "mobilenet_v2_0.5_32 mobilenet_v2:width=0.5,classes=10,input=3x32x32 mobilenet_v2_0.5_32"
-  "mnv3_small mobilenet_v3_small:classes=10,input=3x32x32 mobilenet_v3_small"
-  "efficientnet_b0 efficientnet_b0:classes=10,input=3x32x32 efficientnet_b0"
-)
+source bench/train_models.sh
 IFS=, read -ra thread_counts <<<"$threads_list"
 IFS=, read -ra precisions <<<"${PRECISIONS:-fp32,bf16}" # bf16 needs AVX512-BF16 (compress refuses it elsewhere)
 IFS=, read -ra only <<<"${MODELS:-}"
 for t in "${thread_counts[@]}"; do
   for p in "${precisions[@]}"; do
-    for m in "${models[@]}"; do
+    for m in "${train_models[@]}"; do
       read -r name spec torch_name <<<"$m"
       if ((${#only[@]})) && [[ " ${only[*]} " != *" $name "* ]]; then continue; fi
       run "$name" "$spec" "$torch_name" "$p" "$t"
