@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../dist/dist.h"
 #include "../kernels/cpu/cpu.h"
 #include "../kernels/cuda/cuda_backend.h"
 
@@ -16,6 +17,7 @@ cx_status cx_cli_backend(const char *device, const cx_backend **out) {
     return cx_fail(CX_ERR_ARG, "unknown device \"%s\": one of \"cpu\", \"cuda\", \"auto\"",
                    device);
 #ifdef CX_HAVE_CUDA
+  cx_cuda_set_local_rank(cx_dist_local_rank());
   if (cx_cuda_probe() == CX_OK) return *out = cx_backend_cuda(), CX_OK;
   if (cuda) {
     char why[400];

@@ -1,4 +1,6 @@
 /* Data parallelism in the commands that train: the shard, rank 0's outputs, the extension. */
+#include <string.h>
+
 #include "dist_cli.h"
 
 void cx_cli_dist_train_opts(cx_train_opts *o) {
@@ -36,10 +38,10 @@ void cx_cli_ddp_print(const cx_cli_ddp *c, const cx_train_result *r, FILE *f) {
   if (!c->d) return;
   cx_ddp_stats s;
   cx_ddp_get_stats(c->d, &s);
-  fprintf(f, "data parallel: %d ranks, %.2f MB of gradients all-reduced per step in %d "
+  fprintf(f, "data parallel: %d ranks (%s), %.2f MB of gradients all-reduced per step in %d "
           "bucket(s); waiting for them took %.1f%% of the step time (%.0f%% of the buckets were "
-          "done before the update)\n", r->world, (double)s.bytes_per_step / 1e6, s.buckets,
-          100 * wait_fraction(r), 100 * s.hidden_frac);
+          "done before the update)\n", r->world, s.transport, (double)s.bytes_per_step / 1e6,
+          s.buckets, 100 * wait_fraction(r), 100 * s.hidden_frac);
   if (s.pool_calls && s.reductions)
     fprintf(f, "data parallel: %s%.1f reductions of %.1f KB in all per step inside forward and "
             "backward, %.1f%% of the step time\n", c->sync_bn ? "synchronised BatchNorm: " : "",
@@ -52,10 +54,11 @@ void cx_cli_ddp_json(const cx_cli_ddp *c, const cx_train_result *r, FILE *f) {
   if (!c->d) return;
   cx_ddp_stats s;
   cx_ddp_get_stats(c->d, &s);
-  fprintf(f, ",\"ranks\":%d,\"reduced_bytes_per_step\":%lld,\"buckets\":%d,"
+  fprintf(f, ",\"ranks\":%d,\"transport\":\"%s\",\"reduced_bytes_per_step\":%lld,\"buckets\":%d,"
           "\"comm_wait_fraction\":%.6f,\"replica_checks\":%lld,\"sync_bn\":%s,"
           "\"stat_reductions\":%lld,\"stat_reduced_bytes\":%lld,\"stat_wait_s\":%.6f",
-          r->world, (long long)s.bytes_per_step, s.buckets, wait_fraction(r), (long long)s.checks,
+          r->world, strncmp(s.transport, "NCCL", 4) ? "mpi" : "nccl", (long long)s.bytes_per_step,
+          s.buckets, wait_fraction(r), (long long)s.checks,
           c->sync_bn ? "true" : "false", (long long)s.pool_calls, (long long)s.pool_bytes,
           s.pool_s);
 }

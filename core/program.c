@@ -764,9 +764,9 @@ const cx_node_timing *cx_program_timings(const cx_program *p) {
   return p->timer ? cx_node_timer_table(p->timer) : NULL;
 }
 
-cx_status cx_program_profile_wait(cx_program *p) {
-  return p->timer && p->stream ? p->be->sync(p->stream) : CX_OK;
-}
+cx_status cx_program_wait(cx_program *p) { return p->stream ? p->be->sync(p->stream) : CX_OK; }
+
+cx_status cx_program_profile_wait(cx_program *p) { return p->timer ? cx_program_wait(p) : CX_OK; }
 
 /* Whether an f32 tensor of the program is finite, read back through the backend (its memory
  * may be a device's); a tensor that cannot be read counts as finite. */

@@ -122,6 +122,8 @@ void cx_program_print(const cx_program *p, FILE *f);
  * step: an inference program's forward pass, a training program's backward pass. */
 cx_status cx_program_set_profiling(cx_program *p, bool on);
 const cx_node_timing *cx_program_timings(const cx_program *p); /* NULL when off */
+/* Waits until the work queued on the program's stream is done (at once on the CPU). */
+cx_status cx_program_wait(cx_program *p);
 /* While profiling on a stream backend: waits for the program's stream, so that work queued there
  * and timed on the host (the optimizer's update) counts its own time rather than the time to
  * queue it. CX_OK at once otherwise. */

@@ -23,6 +23,9 @@ cx_status cx_comm_finalize(void);
 void cx_comm_abort(int code);
 int cx_comm_rank(void);
 int cx_comm_world(void);
+/* This rank among the ranks of its machine (MPI_COMM_TYPE_SHARED), and how many those are. */
+int cx_comm_local_rank(void);
+int cx_comm_local_world(void);
 bool cx_comm_running(void); /* MPI initialised and not finalised */
 
 /* A request slot for one non-blocking reduction at a time, reused step after step. */

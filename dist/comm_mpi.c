@@ -12,7 +12,7 @@ struct cx_comm_req {
 };
 
 static bool running;
-static int rank_, world_ = 1;
+static int rank_, world_ = 1, local_rank_, local_world_ = 1;
 
 static cx_status mpi_fail(int rc, const char *call, const char *file, int line) {
   char msg[MPI_MAX_ERROR_STRING] = "";
@@ -37,6 +37,12 @@ cx_status cx_comm_init(void) {
   MPI_TRY(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &world_));
+  /* the ranks sharing this machine: which of its GPUs this one takes */
+  MPI_Comm node;
+  MPI_TRY(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+  MPI_TRY(MPI_Comm_rank(node, &local_rank_));
+  MPI_TRY(MPI_Comm_size(node, &local_world_));
+  MPI_TRY(MPI_Comm_free(&node));
   return CX_OK;
 }
 
@@ -53,6 +59,8 @@ void cx_comm_abort(int code) {
 
 int cx_comm_rank(void) { return rank_; }
 int cx_comm_world(void) { return world_; }
+int cx_comm_local_rank(void) { return local_rank_; }
+int cx_comm_local_world(void) { return local_world_; }
 bool cx_comm_running(void) { return running; }
 
 cx_status cx_comm_req_new(cx_comm_req **out) {

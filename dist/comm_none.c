@@ -20,6 +20,8 @@ cx_status cx_comm_finalize(void) { return CX_OK; }
 void cx_comm_abort(int code) { (void)code; }
 int cx_comm_rank(void) { return 0; }
 int cx_comm_world(void) { return 1; }
+int cx_comm_local_rank(void) { return 0; }
+int cx_comm_local_world(void) { return 1; }
 bool cx_comm_running(void) { return false; }
 
 cx_status cx_comm_req_new(cx_comm_req **out) {

@@ -3,16 +3,21 @@
  * Buckets: the parameters, in reverse order (the order backward finishes them), are cut into
  * buckets of about first_bucket_mb (the first) and bucket_mb (the others), as PyTorch DDP does.
  * As each gradient the update will read is final (grad_final: on the last micro-batch only), it
- * is copied through the backend into its bucket's host buffer; a bucket whose gradients are all
- * in starts its MPI_Iallreduce, in bucket order (every rank must start them in the same order).
- * MPI makes progress only inside MPI calls, so every grad_final also tests the started buckets:
- * the reductions go on between the backward nodes that follow. before_update waits for all,
- * divides by the rank count and writes the averages back into the tensors it was handed.
+ * is copied into its bucket; a bucket whose gradients are all in starts its reduction, in bucket
+ * order (every rank must start them in the same order). before_update waits for all and writes
+ * the averages back into the tensors it was handed.
+ *
+ * Two transports. A program on the CPU, or on GPUs that cannot all use NCCL, keeps its buckets
+ * in host memory and reduces them with MPI_Iallreduce; MPI makes progress only inside MPI
+ * calls, so every grad_final also tests the started buckets, and the reductions go on between
+ * the backward nodes that follow. A program on a GPU whose ranks each have one (nccl.h) keeps its
+ * buckets in device memory: device-to-device copies on the program's stream, and NCCL's average
+ * on a stream of its own, overlapping the backward kernels queued after it.
  *
  * The replicas are compared (ddp_check.c) at the start, every check_every steps and at every
  * checkpoint. The training program is told it is one of `world` replicas (cx_replicas): what it
  * reduces itself — synchronised BatchNorm's sums (sync_bn), quantization's observer ranges —
- * goes through replica_reduce, blocking all-reduces of doubles. */
+ * goes through replica_reduce, blocking all-reduces of doubles over MPI. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +26,7 @@
 #include "../core/program.h"
 #include "comm.h"
 #include "ddp_internal.h"
+#include "nccl.h"
 
 cx_ddp_config cx_ddp_defaults(void) {
   return (cx_ddp_config){.bucket_mb = 25, .first_bucket_mb = 1, .check_every = 100};
@@ -68,9 +74,10 @@ static cx_status plan_buckets(cx_ddp *d) {
   }
   for (int i = 0; i < d->n_buckets; i++) {
     ddp_bucket *x = &d->buckets[i];
-    x->buf = malloc((size_t)x->n * sizeof(float) + 1);
-    if (!x->buf) return cx_fail(CX_ERR_NOMEM, "ddp: out of memory for a bucket of %lld floats",
-                                (long long)x->n);
+    size_t bytes = (size_t)x->n * sizeof(float) + 1;
+    x->buf = d->on_device ? d->be->alloc(bytes) : malloc(bytes);
+    if (!x->buf) return cx_fail(CX_ERR_NOMEM, "ddp: out of %s memory for a bucket of %lld floats",
+                                d->on_device ? "device" : "host", (long long)x->n);
     CX_TRY(cx_comm_req_new(&x->req));
     x->pending = x->params;
     d->bytes_per_step += x->n * (int64_t)sizeof(float);
@@ -92,9 +99,29 @@ static cx_status replica_reduce(void *user, double *buf, int64_t n, cx_reduce_op
   return CX_OK;
 }
 
+/* NCCL when the program is on a GPU and every rank can use it (the ranks agree: all must take
+ * the same transport), else MPI through host memory. */
+static cx_status choose_transport(cx_ddp *d) {
+  snprintf(d->transport, sizeof d->transport, "MPI");
+  if (d->be->device == CX_DEVICE_CPU) return CX_OK;
+  char why[160];
+  int64_t usable = cx_nccl_usable(cx_comm_local_world(), why, sizeof why);
+  CX_TRY(cx_comm_allreduce_i64(&usable, 1, CX_COMM_MIN));
+  if (usable) {
+    snprintf(d->transport, sizeof d->transport, "NCCL %s", cx_nccl_version());
+    d->on_device = true;
+    return CX_OK;
+  }
+  snprintf(d->transport, sizeof d->transport, "MPI through host memory, not NCCL: %s",
+           cx_nccl_usable(cx_comm_local_world(), why, sizeof why) ? "another rank cannot use it"
+                                                                  : why);
+  return CX_OK;
+}
+
 static cx_status ddp_opened(void *self, cx_program *train) {
   cx_ddp *d = self;
   d->train = train;
+  d->be = cx_program_backend(train), d->stream = cx_program_stream(train);
   d->n_params = cx_program_param_count(train);
   d->rank = cx_comm_rank(), d->world = cx_comm_world();
   /* the program learns that it is one of world replicas, and how they reduce */
@@ -102,7 +129,9 @@ static cx_status ddp_opened(void *self, cx_program *train) {
                    .sync_batch_stats = d->c.sync_bn};
   cx_program_set_replicas(train, &r);
   CX_TRY(cx_ddp_find_states(d));
-  return plan_buckets(d);
+  CX_TRY(choose_transport(d));
+  CX_TRY(plan_buckets(d));
+  return d->on_device ? cx_nccl_open(d->rank, d->world, d->n_buckets, &d->nccl) : CX_OK;
 }
 
 /* Every initial replica must be the same: the models' initialisation is seeded, an imported
@@ -112,21 +141,61 @@ static cx_status ddp_optimizer_ready(void *self, struct cx_optimizer *o, struct 
   return cx_ddp_check_replicas(self, "at the start");
 }
 
+/* ---- a bucket's gradients in, reduced and out: host memory and MPI, or the device's and NCCL */
+
+static cx_status bucket_fill(cx_ddp *d, int param, const cx_tensor *grad) {
+  float *dst = d->buckets[d->bucket_of[param]].buf + d->offset[param];
+  if (!d->on_device) return cx_program_read(d->train, grad, dst);
+  /* queued after the kernel that made it; the reduction waits for the copy */
+  return d->be->copy_async(dst, d->be->device, grad->data, d->be->device,
+                           cx_tensor_nbytes(grad), d->stream);
+}
+
+static cx_status bucket_start(cx_ddp *d, ddp_bucket *b) {
+  if (!d->on_device) return cx_comm_iallreduce_f32(b->buf, b->n, b->req);
+  return cx_nccl_start(d->nccl, (int)(b - d->buckets), b->buf, b->n, d->stream);
+}
+
+static cx_status bucket_test(cx_ddp *d, ddp_bucket *b, bool *done) {
+  if (!d->on_device) return cx_comm_test(b->req, done);
+  return cx_nccl_test(d->nccl, (int)(b - d->buckets), done);
+}
+
+/* Bucket b's averages back into the tensors the update reads. */
+static cx_status bucket_empty(cx_ddp *d, ddp_bucket *b) {
+  if (!d->on_device) { /* MPI summed */
+    float inv = 1.0f / (float)d->world;
+    for (int64_t j = 0; j < b->n; j++) b->buf[j] *= inv;
+  }
+  int i = (int)(b - d->buckets);
+  for (int k = 0; k < d->n_params; k++) {
+    if (d->bucket_of[k] != i) continue;
+    const cx_tensor *t = d->target[k];
+    const float *src = b->buf + d->offset[k];
+    CX_TRY(d->on_device ? d->be->copy_async(t->data, d->be->device, src, d->be->device,
+                                            cx_tensor_nbytes(t), d->stream)
+                        : cx_program_write(d->train, t, src));
+  }
+  return CX_OK;
+}
+
 /* Starts, in bucket order, every bucket whose gradients are all in. */
 static cx_status start_ready(cx_ddp *d) {
   while (d->next_start < d->n_buckets && d->buckets[d->next_start].pending == 0) {
     ddp_bucket *b = &d->buckets[d->next_start++];
-    CX_TRY(cx_comm_iallreduce_f32(b->buf, b->n, b->req));
+    CX_TRY(bucket_start(d, b));
     b->started = true;
   }
   return CX_OK;
 }
 
-/* Drives the started reductions on (MPI progresses only inside its calls). */
+/* Notes which started reductions have finished; over MPI this is also what drives them on
+ * (MPI progresses only inside its calls). NCCL progresses by itself: it is asked before the
+ * update only. */
 static cx_status progress(cx_ddp *d) {
   for (int i = d->next_done; i < d->next_start; i++) {
     bool done;
-    CX_TRY(cx_comm_test(d->buckets[i].req, &done));
+    CX_TRY(bucket_test(d, &d->buckets[i], &done));
     if (!done) break;
     d->buckets[i].done = true;
     d->next_done = i + 1;
@@ -136,54 +205,44 @@ static cx_status progress(cx_ddp *d) {
 
 /* The test hook of tests/test_ddp.c: CX_TEST_DDP_INF=RANK:STEP makes one gradient element of
  * that rank at that optimizer step (1 for the first) infinite before its bucket is reduced. */
-static void test_inject_inf(cx_ddp *d) {
+static cx_status test_inject_inf(cx_ddp *d) {
   const char *e = getenv("CX_TEST_DDP_INF");
   int rank;
   long long step;
   if (!e || sscanf(e, "%d:%lld", &rank, &step) != 2 || rank != d->rank ||
       step != d->reductions + 1 || !d->n_buckets)
-    return;
-  d->buckets[0].buf[0] = 1.0f / 0.0f;
+    return CX_OK;
+  static const float inf = 1.0f / 0.0f;
+  if (!d->on_device) return d->buckets[0].buf[0] = inf, CX_OK;
+  CX_TRY(d->be->copy_async(d->buckets[0].buf, d->be->device, &inf, CX_DEVICE_CPU, sizeof inf,
+                           d->stream));
+  return d->be->sync(d->stream); /* before `inf` may be read: the copy is queued */
 }
 
 static void ddp_grad_final(void *self, int param, const cx_tensor *grad) {
   cx_ddp *d = self;
   if (d->status != CX_OK || param < 0 || param >= d->n_params || d->bucket_of[param] < 0) return;
   ddp_bucket *b = &d->buckets[d->bucket_of[param]];
-  cx_status s = cx_program_read(d->train, grad, b->buf + d->offset[param]);
+  cx_status s = bucket_fill(d, param, grad);
   if (s != CX_OK) return fail_later(d, s);
   d->target[param] = grad;
-  if (--b->pending == 0 && b == d->buckets) test_inject_inf(d);
-  s = start_ready(d);
-  if (s == CX_OK) s = progress(d);
+  if (--b->pending == 0 && b == d->buckets) s = test_inject_inf(d);
+  if (s == CX_OK) s = start_ready(d);
+  if (s == CX_OK && !d->on_device) s = progress(d);
   if (s != CX_OK) fail_later(d, s);
 }
 
+/* The trainer has waited for backward (a program on a stream included): what is not done yet
+ * is the communication the step waits for. */
 static cx_status wait_all(cx_ddp *d) {
   if (d->next_start < d->n_buckets)
     return cx_fail(CX_ERR_ARG, "ddp: %d of %d gradient buckets were never complete before the "
                    "update (a gradient the backward pass did not hand over)",
                    d->n_buckets - d->next_start, d->n_buckets);
-  for (int i = 0; i < d->n_buckets; i++) {
-    ddp_bucket *b = &d->buckets[i];
-    d->hidden += b->done;
-    CX_TRY(cx_comm_wait(b->req));
-  }
-  return CX_OK;
-}
-
-/* The averages back into the tensors the update reads. */
-static cx_status write_back(cx_ddp *d) {
-  float inv = 1.0f / (float)d->world;
-  for (int i = 0; i < d->n_buckets; i++) {
-    ddp_bucket *b = &d->buckets[i];
-    for (int64_t j = 0; j < b->n; j++) b->buf[j] *= inv;
-  }
-  for (int k = 0; k < d->n_params; k++) {
-    if (d->bucket_of[k] < 0) continue;
-    ddp_bucket *b = &d->buckets[d->bucket_of[k]];
-    CX_TRY(cx_program_write(d->train, d->target[k], b->buf + d->offset[k]));
-  }
+  if (d->on_device) CX_TRY(progress(d));
+  for (int i = 0; i < d->n_buckets; i++) d->hidden += d->buckets[i].done;
+  if (d->on_device) return cx_nccl_wait(d->nccl, d->n_buckets, d->stream);
+  for (int i = 0; i < d->n_buckets; i++) CX_TRY(cx_comm_wait(d->buckets[i].req));
   return CX_OK;
 }
 
@@ -194,9 +253,9 @@ static cx_status ddp_before_update(void *self, cx_program *train) {
   double t0 = cx_ddp_now();
   CX_TRY(wait_all(d));
   d->wait_s += cx_ddp_now() - t0;
-  CX_TRY(write_back(d));
   for (int i = 0; i < d->n_buckets; i++) {
     ddp_bucket *b = &d->buckets[i];
+    CX_TRY(bucket_empty(d, b));
     b->pending = b->params, b->started = b->done = false;
   }
   d->next_start = d->next_done = 0;
@@ -235,8 +294,10 @@ cx_status cx_ddp_create(const cx_ddp_config *c, cx_ddp **out) {
 
 void cx_ddp_free(cx_ddp *d) {
   if (!d) return;
+  cx_nccl_close(d->nccl); /* first: it waits for its reductions into the buckets */
   for (int i = 0; i < d->n_buckets; i++) {
-    free(d->buckets[i].buf);
+    if (d->on_device) d->be->free(d->buckets[i].buf);
+    else free(d->buckets[i].buf);
     cx_comm_req_free(d->buckets[i].req);
   }
   free(d->buckets), free(d->bucket_of), free(d->offset), free(d->target);
@@ -258,5 +319,5 @@ void cx_ddp_get_stats(const cx_ddp *d, cx_ddp_stats *s) {
                       .reductions = d->reductions, .checks = d->checks, .wait_s = d->wait_s,
                       .hidden_frac = all ? (double)d->hidden / (double)all : 0,
                       .pool_calls = d->pool_calls, .pool_bytes = d->pool_bytes,
-                      .pool_s = d->pool_s};
+                      .pool_s = d->pool_s, .transport = d->transport};
 }

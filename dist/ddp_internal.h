@@ -3,23 +3,31 @@
 
 /* The ddp extension's state, shared by ddp.c (reductions) and ddp_check.c (replica checks). */
 
+#include "../core/backend.h"
 #include "comm.h"
 #include "dist.h"
 
 struct cx_program;
+struct cx_nccl;
 
 typedef struct ddp_bucket {
-  float *buf;       /* host copy of its gradients, reduced in place */
+  float *buf;       /* a copy of its gradients, reduced in place: host memory (MPI), or the
+                       device's (NCCL) */
   int64_t n;        /* floats */
   int params;       /* gradients in it */
   int pending;      /* of them not yet handed over this step */
   bool started, done;
-  cx_comm_req *req;
+  cx_comm_req *req; /* MPI's */
 } ddp_bucket;
 
 struct cx_ddp {
   cx_ddp_config c;
   struct cx_program *train;
+  const cx_backend *be; /* the program's */
+  cx_stream *stream;
+  bool on_device;       /* buckets in device memory, reduced by NCCL; else host memory, MPI */
+  struct cx_nccl *nccl;
+  char transport[200];  /* how the gradients are reduced, for the summary line */
   int rank, world, n_params;
   int *bucket_of;           /* parameter -> its bucket; -1: no gradient */
   int64_t *offset;          /* parameter -> its first float in the bucket */

@@ -21,6 +21,9 @@ cx_status cx_dist_init(void);
 int cx_dist_finalize(int rc);
 int cx_dist_rank(void);
 int cx_dist_world(void);
+/* This rank among the ranks on its machine (0 when alone): which of the machine's GPUs it
+ * takes (cli/device.c). */
+int cx_dist_local_rank(void);
 static inline bool cx_dist_is_root(void) { return cx_dist_rank() == 0; }
 
 /* Collective: every rank passes its own status and gets CX_OK when all passed, else the first
@@ -30,7 +33,10 @@ cx_status cx_dist_agree(cx_status s);
 /* Every rank waits until all reach it (rank 0 wrote a file the others read next). */
 cx_status cx_dist_barrier(void);
 
-/* ---- the "ddp" trainer extension ---- */
+/* ---- the "ddp" trainer extension ----
+ * Gradients are f32 and reduced in f32 whatever the program's precision (mixed precision keeps
+ * them so). A program on the CPU reduces over MPI; on GPUs, over NCCL where every rank has a GPU
+ * of its own, else over MPI through host memory (dist/nccl.h). */
 
 typedef struct cx_ddp_config {
   /* Buckets of gradients reduced together, filled in reverse parameter order (PyTorch DDP's):
@@ -51,6 +57,9 @@ cx_ddp_config cx_ddp_defaults(void); /* 25 MB, 1 MB, 100, no sync_bn */
 typedef struct cx_ddp cx_ddp;
 
 typedef struct cx_ddp_stats {
+  /* how the gradients are reduced: "MPI" (host memory), "NCCL 2.28.9" (device memory), or "MPI
+   * through host memory, not NCCL: <why>" for a program on GPUs that cannot all use NCCL */
+  const char *transport;
   int buckets;
   int64_t bytes_per_step;  /* reduced by each rank each optimizer step */
   int64_t reductions;      /* optimizer steps reduced */

@@ -11,6 +11,7 @@ cx_status cx_dist_init(void) { return cx_comm_init(); }
 
 int cx_dist_rank(void) { return cx_comm_rank(); }
 int cx_dist_world(void) { return cx_comm_world(); }
+int cx_dist_local_rank(void) { return cx_comm_local_rank(); }
 
 int cx_dist_finalize(int rc) {
   if (!cx_comm_running()) return rc;

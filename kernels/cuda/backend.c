@@ -39,7 +39,17 @@ static struct {
   cx_status status;
   char why[400];
   cx_stream dflt;
+  int local_rank, device; /* this process among its machine's; the device it runs on */
 } P = {.once = PTHREAD_ONCE_INIT};
+
+void cx_cuda_set_local_rank(int local_rank) { P.local_rank = local_rank > 0 ? local_rank : 0; }
+
+int cx_cuda_device(void) { return P.device; }
+
+int cx_cuda_device_count(void) {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
 
 static cx_status open_stream(cx_stream *s, cudaStream_t cs) {
   s->s = cs;
@@ -57,7 +67,9 @@ static cx_status probe_once_inner(void) {
     return cx_fail(CX_ERR_UNSUPPORTED, "no usable GPU: cudaGetDeviceCount: %s",
                    cudaGetErrorString(e));
   if (n == 0) return cx_fail(CX_ERR_UNSUPPORTED, "no usable GPU: the driver sees no device");
-  CX_CUDA(cudaSetDevice(0));
+  /* ranks of a data-parallel run take their machine's GPUs in turn (docs/distributed.md) */
+  P.device = P.local_rank % n;
+  CX_CUDA(cudaSetDevice(P.device));
   return open_stream(&P.dflt, 0);
 }
 

@@ -17,10 +17,8 @@ static struct {
 
 /* NVML numbers GPUs its own way: the CUDA device is found by its PCI bus id. */
 static cx_status open_nvml(void) {
-  int dev = 0;
   char bus[32];
-  CX_CUDA(cudaGetDevice(&dev));
-  CX_CUDA(cudaDeviceGetPCIBusId(bus, (int)sizeof bus, dev));
+  CX_CUDA(cudaDeviceGetPCIBusId(bus, (int)sizeof bus, cx_cuda_device()));
   return cx_nvml_open(CX_NVML_LIBRARY, bus, &M.nvml);
 }
 

@@ -1,0 +1,146 @@
+/* Gradient all-reduces between GPUs over NCCL (nccl.h). The communicator's unique id is made on
+ * rank 0 and broadcast over MPI (comm.h), as NCCL's own examples bootstrap; each bucket's
+ * reduction waits for an event recorded on the program's stream after the copies that filled
+ * it, and runs on a high-priority stream of its own, so that it overlaps the backward kernels
+ * queued after it. Gradients are f32 and reduced in f32 (ncclAvg: the average, not the sum). */
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../kernels/cuda/cuda.h"
+#include "comm.h"
+#include "nccl.h"
+
+struct cx_nccl {
+  ncclComm_t comm;
+  cudaStream_t stream;
+  cudaEvent_t *ready, *done; /* per bucket: its copies queued; its reduction finished */
+  int n_buckets;
+};
+
+static cx_status nccl_fail(ncclResult_t r, const char *call, ncclComm_t comm) {
+  const char *last = comm ? ncclGetLastError(comm) : "";
+  return cx_fail(CX_ERR_BACKEND, "NCCL: %s failed on rank %d of %d: %s%s%s", call, cx_comm_rank(),
+                 cx_comm_world(), ncclGetErrorString(r), last && *last ? ": " : "",
+                 last ? last : "");
+}
+
+#define NCCL_TRY(call, comm)                                     \
+  do {                                                           \
+    ncclResult_t r_ = (call);                                    \
+    if (r_ != ncclSuccess) return nccl_fail(r_, #call, (comm)); \
+  } while (0)
+
+const char *cx_nccl_version(void) {
+  static char v[32];
+  int code = 0;
+  if (ncclGetVersion(&code) != ncclSuccess) return "unknown";
+  snprintf(v, sizeof v, "%d.%d.%d", code / 10000, code / 100 % 100, code % 100);
+  return v;
+}
+
+bool cx_nccl_usable(int local_world, char *why, size_t len) {
+  if (cx_cuda_probe() != CX_OK) return snprintf(why, len, "no usable GPU"), false;
+  int n = cx_cuda_device_count();
+  if (local_world > n) {
+    snprintf(why, len, "%d ranks share this machine's %d GPU%s (NCCL needs a GPU per rank)",
+             local_world, n, n == 1 ? "" : "s");
+    return false;
+  }
+  return true;
+}
+
+static cx_status make_events(cx_nccl *c, int n) {
+  c->ready = calloc((size_t)n + 1, sizeof *c->ready);
+  c->done = calloc((size_t)n + 1, sizeof *c->done);
+  if (!c->ready || !c->done) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  for (; c->n_buckets < n; c->n_buckets++) {
+    CX_CUDA(cudaEventCreateWithFlags(&c->ready[c->n_buckets], cudaEventDisableTiming));
+    CX_CUDA(cudaEventCreateWithFlags(&c->done[c->n_buckets], cudaEventDisableTiming));
+  }
+  return CX_OK;
+}
+
+static cx_status open_comm(cx_nccl *c, int rank, int world, int n_buckets) {
+  CX_TRY(cx_cuda_probe()); /* the backend's device is this thread's current one */
+  ncclUniqueId id;
+  if (rank == 0) NCCL_TRY(ncclGetUniqueId(&id), NULL);
+  CX_TRY(cx_comm_bcast(&id, (int64_t)sizeof id, 0));
+  NCCL_TRY(ncclCommInitRank(&c->comm, world, id, rank), NULL);
+  int least = 0, greatest = 0;
+  CX_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  CX_CUDA(cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking, greatest));
+  return make_events(c, n_buckets);
+}
+
+cx_status cx_nccl_open(int rank, int world, int n_buckets, cx_nccl **out) {
+  cx_nccl *c = calloc(1, sizeof *c);
+  if (!c) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  cx_status s = open_comm(c, rank, world, n_buckets);
+  if (s != CX_OK) return cx_nccl_close(c), s;
+  *out = c;
+  return CX_OK;
+}
+
+void cx_nccl_close(cx_nccl *c) {
+  if (!c) return;
+  for (int i = 0; i < c->n_buckets; i++) cudaEventDestroy(c->ready[i]), cudaEventDestroy(c->done[i]);
+  if (c->stream) cudaStreamSynchronize(c->stream), cudaStreamDestroy(c->stream);
+  if (c->comm) ncclCommDestroy(c->comm);
+  free(c->ready), free(c->done), free(c);
+}
+
+static cx_status check_bucket(const cx_nccl *c, int bucket) {
+  if (bucket < 0 || bucket >= c->n_buckets)
+    return cx_fail(CX_ERR_ARG, "NCCL: bucket %d of %d", bucket, c->n_buckets);
+  return CX_OK;
+}
+
+cx_status cx_nccl_start(cx_nccl *c, int bucket, float *buf, int64_t n, cx_stream *after) {
+  CX_TRY(check_bucket(c, bucket));
+  CX_CUDA(cudaEventRecord(c->ready[bucket], cx_cuda_stream(after)->s));
+  CX_CUDA(cudaStreamWaitEvent(c->stream, c->ready[bucket], 0));
+  NCCL_TRY(ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, ncclAvg, c->comm, c->stream), c->comm);
+  CX_CUDA(cudaEventRecord(c->done[bucket], c->stream));
+  return CX_OK;
+}
+
+cx_status cx_nccl_test(cx_nccl *c, int bucket, bool *done) {
+  CX_TRY(check_bucket(c, bucket));
+  cudaError_t e = cudaEventQuery(c->done[bucket]);
+  *done = e == cudaSuccess;
+  if (e != cudaSuccess && e != cudaErrorNotReady) CX_CUDA(e);
+  return CX_OK;
+}
+
+/* A peer that failed inside NCCL (a network error, an abort) would leave this rank's reduction
+ * waiting forever: poll its communicator's error while waiting, and abort it on one. (A peer
+ * process that dies is mpirun's to notice: it ends every rank.) */
+static cx_status wait_one(cx_nccl *c, int bucket) {
+  for (;;) {
+    bool done;
+    CX_TRY(cx_nccl_test(c, bucket, &done));
+    if (done) return CX_OK;
+    ncclResult_t async = ncclSuccess;
+    NCCL_TRY(ncclCommGetAsyncError(c->comm, &async), c->comm);
+    if (async != ncclSuccess && async != ncclInProgress) {
+      cx_status s = nccl_fail(async, "a reduction", c->comm);
+      ncclCommAbort(c->comm);
+      c->comm = NULL;
+      return s;
+    }
+    sched_yield();
+  }
+}
+
+cx_status cx_nccl_wait(cx_nccl *c, int n, cx_stream *s) {
+  if (n > c->n_buckets) return check_bucket(c, n - 1);
+  if (!c->comm) return cx_fail(CX_ERR_BACKEND, "NCCL: the communicator was aborted");
+  for (int i = 0; i < n; i++) {
+    CX_TRY(wait_one(c, i));
+    CX_CUDA(cudaStreamWaitEvent(cx_cuda_stream(s)->s, c->done[i], 0));
+  }
+  return CX_OK;
+}
