@@ -104,17 +104,13 @@ static cx_status replica_reduce(void *user, double *buf, int64_t n, cx_reduce_op
 static cx_status choose_transport(cx_ddp *d) {
   snprintf(d->transport, sizeof d->transport, "MPI");
   if (d->be->device == CX_DEVICE_CPU) return CX_OK;
-  char why[160];
-  int64_t usable = cx_nccl_usable(cx_comm_local_world(), why, sizeof why);
-  CX_TRY(cx_comm_allreduce_i64(&usable, 1, CX_COMM_MIN));
-  if (usable) {
-    snprintf(d->transport, sizeof d->transport, "NCCL %s", cx_nccl_version());
-    d->on_device = true;
-    return CX_OK;
-  }
-  snprintf(d->transport, sizeof d->transport, "MPI through host memory, not NCCL: %s",
-           cx_nccl_usable(cx_comm_local_world(), why, sizeof why) ? "another rank cannot use it"
-                                                                  : why);
+  char why[160] = "another rank cannot use it";
+  bool here = cx_nccl_usable(cx_comm_local_world(), why, sizeof why);
+  int64_t all = here;
+  CX_TRY(cx_comm_allreduce_i64(&all, 1, CX_COMM_MIN));
+  d->on_device = all;
+  if (all) snprintf(d->transport, sizeof d->transport, "NCCL %s", cx_nccl_version());
+  else snprintf(d->transport, sizeof d->transport, "MPI through host memory, not NCCL: %s", why);
   return CX_OK;
 }
 
@@ -294,7 +290,7 @@ cx_status cx_ddp_create(const cx_ddp_config *c, cx_ddp **out) {
 
 void cx_ddp_free(cx_ddp *d) {
   if (!d) return;
-  cx_nccl_close(d->nccl); /* first: it waits for its reductions into the buckets */
+  cx_nccl_close(d->nccl); /* first: it ends any reduction still writing into the buckets */
   for (int i = 0; i < d->n_buckets; i++) {
     if (d->on_device) d->be->free(d->buckets[i].buf);
     else free(d->buckets[i].buf);

@@ -84,11 +84,14 @@ cx_status cx_nccl_open(int rank, int world, int n_buckets, cx_nccl **out) {
   return CX_OK;
 }
 
+/* Aborted, not destroyed: after a failure a reduction may wait for a rank that will never join
+ * it, and destroying (or freeing its buffers) would wait with it. After a step completed
+ * nothing is left in flight, and the two are the same. */
 void cx_nccl_close(cx_nccl *c) {
   if (!c) return;
+  if (c->comm) ncclCommAbort(c->comm);
   for (int i = 0; i < c->n_buckets; i++) cudaEventDestroy(c->ready[i]), cudaEventDestroy(c->done[i]);
-  if (c->stream) cudaStreamSynchronize(c->stream), cudaStreamDestroy(c->stream);
-  if (c->comm) ncclCommDestroy(c->comm);
+  if (c->stream) cudaStreamDestroy(c->stream);
   free(c->ready), free(c->done), free(c);
 }
 

@@ -25,7 +25,7 @@ mode=${1:-}
 tests=(test_ops_activation test_ops_compare test_ops_conv test_ops_eltwise test_ops_gather
        test_ops_layer_norm test_ops_linear test_ops_loss test_ops_norm test_ops_optim test_ops_pool
        test_ops_quant test_ops_reduce test_ops_select test_ops_shape test_compose
-       test_cuda_coverage test_cuda_monitor)
+       test_cuda_coverage test_cuda_monitor test_ddp)
 
 prepare() {
   set -e
@@ -47,7 +47,8 @@ prepare() {
 # toolkit put them.
 cuda_lib_dirs() {
   find /usr/local /opt /usr/lib /usr/lib64 /root -xdev \( -name 'libcudnn.so.9' -o \
-    -name 'libcublas.so.13' -o -name 'libcublasLt.so.13' -o -name 'libcudart.so.13' \) \
+    -name 'libcublas.so.13' -o -name 'libcublasLt.so.13' -o -name 'libcudart.so.13' -o \
+    -name 'libnccl.so.2' \) \
     2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd:
 }
 
@@ -69,7 +70,7 @@ run() {
   local t rc failed=0 logs=$root/logs
   mkdir -p "$logs"
   for t in "${tests[@]}"; do
-    [ "$t" = test_compose ] || [ "$t" = test_cuda_monitor ] && continue
+    [ "$t" = test_compose ] || [ "$t" = test_cuda_monitor ] || [ "$t" = test_ddp ] && continue
     CX_TEST_BACKEND=cuda timeout 120 "$root/bin/$t" > "$logs/$t.txt" 2>&1; rc=$?
     echo "$t: rc $rc, $(grep -c '^ok' "$logs/$t.txt") ok, $(grep -c '^FAIL' "$logs/$t.txt") FAIL, $(grep -c '^not on' "$logs/$t.txt") not on cuda"
     grep -E '^FAIL|^skipped|^not on' "$logs/$t.txt" | head -30
@@ -81,6 +82,10 @@ run() {
   [ $rc -ne 0 ] && failed=$((failed + 1))
   timeout 120 "$root/bin/test_cuda_monitor" gpu > "$logs/test_cuda_monitor_gpu.txt" 2>&1; rc=$?
   echo "test_cuda_monitor gpu: rc $rc"; grep -v '^$' "$logs/test_cuda_monitor_gpu.txt" | tail -20
+  [ $rc -ne 0 ] && failed=$((failed + 1))
+  timeout 180 "$root/bin/test_ddp" nccl > "$logs/test_ddp_nccl.txt" 2>&1; rc=$?
+  echo "test_ddp nccl (one rank through NCCL against none): rc $rc"
+  grep -v '^$' "$logs/test_ddp_nccl.txt" | tail -12
   [ $rc -ne 0 ] && failed=$((failed + 1))
   echo "== compress profile --device cuda (CUDA events per node, Chrome trace)"
   timeout 120 "$root/bin/compress" profile resnet20:input=3x32x32 --training --device cuda \
