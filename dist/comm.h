@@ -23,9 +23,10 @@ cx_status cx_comm_finalize(void);
 void cx_comm_abort(int code);
 int cx_comm_rank(void);
 int cx_comm_world(void);
-/* This rank among the ranks of its machine (MPI_COMM_TYPE_SHARED), and how many those are. */
+/* This rank among the ranks of its machine (MPI_COMM_TYPE_SHARED), and the machine's name
+ * among the job's: the lowest world rank on it. */
 int cx_comm_local_rank(void);
-int cx_comm_local_world(void);
+int cx_comm_node(void);
 bool cx_comm_running(void); /* MPI initialised and not finalised */
 
 /* A request slot for one non-blocking reduction at a time, reused step after step. */
@@ -41,6 +42,8 @@ cx_status cx_comm_wait(cx_comm_req *r);
 cx_status cx_comm_allreduce_f64(double *buf, int n, cx_comm_op op);
 cx_status cx_comm_allreduce_i64(int64_t *buf, int n, cx_comm_op op);
 cx_status cx_comm_bcast(void *buf, int64_t bytes, int root);
+/* Every rank's `bytes` bytes at `mine` into all[rank · bytes] on every rank. */
+cx_status cx_comm_allgather(const void *mine, void *all, int64_t bytes);
 cx_status cx_comm_barrier(void);
 
 #endif

@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "comm.h"
 
@@ -12,7 +13,7 @@ struct cx_comm_req {
 };
 
 static bool running;
-static int rank_, world_ = 1, local_rank_, local_world_ = 1;
+static int rank_, world_ = 1, local_rank_, node_;
 
 static cx_status mpi_fail(int rc, const char *call, const char *file, int line) {
   char msg[MPI_MAX_ERROR_STRING] = "";
@@ -41,7 +42,8 @@ cx_status cx_comm_init(void) {
   MPI_Comm node;
   MPI_TRY(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
   MPI_TRY(MPI_Comm_rank(node, &local_rank_));
-  MPI_TRY(MPI_Comm_size(node, &local_world_));
+  node_ = rank_;
+  MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &node_, 1, MPI_INT, MPI_MIN, node));
   MPI_TRY(MPI_Comm_free(&node));
   return CX_OK;
 }
@@ -60,7 +62,7 @@ void cx_comm_abort(int code) {
 int cx_comm_rank(void) { return rank_; }
 int cx_comm_world(void) { return world_; }
 int cx_comm_local_rank(void) { return local_rank_; }
-int cx_comm_local_world(void) { return local_world_; }
+int cx_comm_node(void) { return node_; }
 bool cx_comm_running(void) { return running; }
 
 cx_status cx_comm_req_new(cx_comm_req **out) {
@@ -123,6 +125,13 @@ cx_status cx_comm_bcast(void *buf, int64_t bytes, int root) {
   CX_TRY(check_count(bytes));
   if (!running) return CX_OK;
   MPI_TRY(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD));
+  return CX_OK;
+}
+
+cx_status cx_comm_allgather(const void *mine, void *all, int64_t bytes) {
+  CX_TRY(check_count(bytes));
+  if (!running) return memcpy(all, mine, (size_t)bytes), CX_OK;
+  MPI_TRY(MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD));
   return CX_OK;
 }
 

@@ -99,17 +99,44 @@ static cx_status replica_reduce(void *user, double *buf, int64_t n, cx_reduce_op
   return CX_OK;
 }
 
-/* NCCL when the program is on a GPU and every rank can use it (the ranks agree: all must take
- * the same transport), else MPI through host memory. */
+/* What a rank on a GPU tells the others when they choose the transport. */
+typedef struct rank_gpu {
+  int32_t usable, node; /* node: the machine (cx_comm_node) */
+  char gpu[32];         /* PCI bus id */
+  char why[160];        /* when not usable */
+} rank_gpu;
+
+/* Why NCCL cannot be used by all these ranks, or "" when it can: one cannot, or two share a
+ * GPU (more ranks than GPUs on a machine; CUDA_VISIBLE_DEVICES giving each rank its own GPU is
+ * fine, whatever number the rank then sees it under). */
+static void nccl_refusal(rank_gpu *all, int world, char *why, size_t len) {
+  why[0] = 0;
+  for (int r = 0; r < world && !why[0]; r++) {
+    all[r].gpu[sizeof all[r].gpu - 1] = all[r].why[sizeof all[r].why - 1] = 0;
+    if (!all[r].usable) snprintf(why, len, "rank %d: %s", r, all[r].why);
+    for (int q = 0; q < r && !why[0]; q++)
+      if (all[q].node == all[r].node && !strcmp(all[q].gpu, all[r].gpu))
+        snprintf(why, len, "ranks %d and %d share the GPU %s (NCCL needs a GPU per rank)", q, r,
+                 all[r].gpu);
+  }
+}
+
+/* NCCL when the program is on GPUs and every rank can use it, else MPI through host memory;
+ * every rank sees every rank's answer, so all take the same transport. */
 static cx_status choose_transport(cx_ddp *d) {
   snprintf(d->transport, sizeof d->transport, "MPI");
   if (d->be->device == CX_DEVICE_CPU) return CX_OK;
-  char why[160] = "another rank cannot use it";
-  bool here = cx_nccl_usable(cx_comm_local_world(), why, sizeof why);
-  int64_t all = here;
-  CX_TRY(cx_comm_allreduce_i64(&all, 1, CX_COMM_MIN));
-  d->on_device = all;
-  if (all) snprintf(d->transport, sizeof d->transport, "NCCL %s", cx_nccl_version());
+  rank_gpu me = {.node = cx_comm_node()};
+  me.usable = cx_nccl_usable(me.gpu, sizeof me.gpu, me.why, sizeof me.why);
+  rank_gpu *all = calloc((size_t)d->world, sizeof *all);
+  if (!all) return cx_fail(CX_ERR_NOMEM, "out of memory");
+  char why[400];
+  cx_status s = cx_comm_allgather(&me, all, (int64_t)sizeof me);
+  if (s == CX_OK) nccl_refusal(all, d->world, why, sizeof why);
+  free(all);
+  CX_TRY(s);
+  d->on_device = !why[0];
+  if (d->on_device) snprintf(d->transport, sizeof d->transport, "NCCL %s", cx_nccl_version());
   else snprintf(d->transport, sizeof d->transport, "MPI through host memory, not NCCL: %s", why);
   return CX_OK;
 }

@@ -27,7 +27,7 @@ struct cx_ddp {
   cx_stream *stream;
   bool on_device;       /* buckets in device memory, reduced by NCCL; else host memory, MPI */
   struct cx_nccl *nccl;
-  char transport[200];  /* how the gradients are reduced, for the summary line */
+  char transport[480];  /* how the gradients are reduced, for the summary line */
   int rank, world, n_params;
   int *bucket_of;           /* parameter -> its bucket; -1: no gradient */
   int64_t *offset;          /* parameter -> its first float in the bucket */

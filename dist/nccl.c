@@ -94,15 +94,12 @@ const char *cx_nccl_version(void) {
   return v;
 }
 
-bool cx_nccl_usable(int local_world, char *why, size_t len) {
-  if (cx_cuda_probe() != CX_OK) return snprintf(why, len, "no usable GPU"), false;
-  int n = cx_cuda_device_count();
-  if (local_world > n) {
-    snprintf(why, len, "%d ranks share this machine's %d GPU%s (NCCL needs a GPU per rank)",
-             local_world, n, n == 1 ? "" : "s");
-    return false;
-  }
-  if (!loaded()) return snprintf(why, len, "%s", N.why), false;
+bool cx_nccl_usable(char *gpu, size_t gpu_len, char *why, size_t why_len) {
+  snprintf(gpu, gpu_len, "?");
+  if (cx_cuda_probe() != CX_OK) return snprintf(why, why_len, "no usable GPU"), false;
+  if (cudaDeviceGetPCIBusId(gpu, (int)gpu_len, cx_cuda_device()) != cudaSuccess)
+    return snprintf(why, why_len, "the GPU's PCI bus id cannot be read"), false;
+  if (!loaded()) return snprintf(why, why_len, "%s", N.why), false;
   return true;
 }
 

@@ -14,10 +14,10 @@
 
 typedef struct cx_nccl cx_nccl;
 
-/* Whether this rank can reduce with NCCL: a build with NCCL, and a GPU of its own (no more
- * ranks on its machine than GPUs it sees: NCCL refuses two ranks on one device). Not
- * collective: the ranks agree on it (ddp.c). Else false, and why says why not. */
-bool cx_nccl_usable(int local_world, char *why, size_t len);
+/* Whether this rank can reduce with NCCL: a build with NCCL, a GPU, and libnccl.so.2 loads;
+ * `gpu` gets the PCI bus id of the backend's device (NCCL refuses two ranks on one device: the
+ * ranks compare them, ddp.c). Not collective. Else false, and `why` says why not. */
+bool cx_nccl_usable(char *gpu, size_t gpu_len, char *why, size_t why_len);
 /* Collective: the communicator of all ranks on the backend's current device, a stream, and an
  * event pair for each of n_buckets buckets. */
 cx_status cx_nccl_open(int rank, int world, int n_buckets, cx_nccl **out);

@@ -4,9 +4,9 @@
 
 #include "nccl.h"
 
-bool cx_nccl_usable(int local_world, char *why, size_t len) {
-  (void)local_world;
-  snprintf(why, len, "this build of compress has no NCCL");
+bool cx_nccl_usable(char *gpu, size_t gpu_len, char *why, size_t why_len) {
+  snprintf(gpu, gpu_len, "?");
+  snprintf(why, why_len, "this build of compress has no NCCL");
   return false;
 }
 
