@@ -22,7 +22,7 @@
  * gradients over NCCL where each rank has a GPU of its own, else over MPI through host memory;
  * skipped without MPI or a GPU. `test_ddp nccl` needs no MPI (scripts/gpu-check.sh runs it): one
  * rank on the GPU with the ddp extension, its gradients through a one-rank NCCL communicator,
- * must train bit for bit as the same run without it; skipped without a GPU or NCCL. */
+ * must train as the same run without it (nccl_case); skipped without a GPU or NCCL. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,11 +32,11 @@
 #include "../core/program.h"
 #include "../dist/dist.h"
 #include "../kernels/cpu/cpu.h"
+#include "../kernels/cuda/cuda_backend.h"
 #include "../models/layers.h"
 #include "../models/zoo.h"
 #include "../quantize/quantize.h"
 #include "../train/trainer.h"
-#include "../kernels/cuda/cuda_backend.h"
 #include "check.h"
 #include "fmnist.h"
 #include "op_check.h"

@@ -10,8 +10,9 @@
 #include "../../core/backend.h"
 
 #ifdef CX_HAVE_CUDA
-/* The backend on the device cx_cuda_set_local_rank chose (device 0 unless told). Its kernel table can be asked (find_kernel) on any machine; running
- * anything needs cx_cuda_probe() to have passed. */
+/* The backend on the device cx_cuda_set_local_rank chose (device 0 unless told). Its kernel
+ * table can be asked (find_kernel) on any machine; running anything needs cx_cuda_probe() to
+ * have passed. */
 const cx_backend *cx_backend_cuda(void);
 /* CX_OK when this machine has a usable GPU (driver, device, cuBLAS and cuDNN load); else a
  * message saying what is missing. Cheap after the first call. */
