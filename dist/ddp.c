@@ -184,17 +184,17 @@ static cx_status bucket_test(cx_ddp *d, ddp_bucket *b, bool *done) {
   return cx_nccl_test(d->nccl, (int)(b - d->buckets), done);
 }
 
-/* Bucket b's averages back into the tensors the update reads. */
-static cx_status bucket_empty(cx_ddp *d, ddp_bucket *b) {
-  if (!d->on_device) { /* MPI summed */
+/* The averages back into the tensors the update reads. */
+static cx_status write_back(cx_ddp *d) {
+  if (!d->on_device) { /* MPI summed; NCCL averaged */
     float inv = 1.0f / (float)d->world;
-    for (int64_t j = 0; j < b->n; j++) b->buf[j] *= inv;
+    for (int i = 0; i < d->n_buckets; i++)
+      for (int64_t j = 0; j < d->buckets[i].n; j++) d->buckets[i].buf[j] *= inv;
   }
-  int i = (int)(b - d->buckets);
   for (int k = 0; k < d->n_params; k++) {
-    if (d->bucket_of[k] != i) continue;
+    if (d->bucket_of[k] < 0) continue;
     const cx_tensor *t = d->target[k];
-    const float *src = b->buf + d->offset[k];
+    const float *src = d->buckets[d->bucket_of[k]].buf + d->offset[k];
     CX_TRY(d->on_device ? d->be->copy_async(t->data, d->be->device, src, d->be->device,
                                             cx_tensor_nbytes(t), d->stream)
                         : cx_program_write(d->train, t, src));
@@ -207,7 +207,6 @@ static cx_status start_ready(cx_ddp *d) {
   while (d->next_start < d->n_buckets && d->buckets[d->next_start].pending == 0) {
     ddp_bucket *b = &d->buckets[d->next_start++];
     CX_TRY(bucket_start(d, b));
-    b->started = true;
   }
   return CX_OK;
 }
@@ -264,7 +263,7 @@ static cx_status wait_all(cx_ddp *d) {
                    d->n_buckets - d->next_start, d->n_buckets);
   if (d->on_device) CX_TRY(progress(d));
   for (int i = 0; i < d->n_buckets; i++) d->hidden += d->buckets[i].done;
-  if (d->on_device) return cx_nccl_wait(d->nccl, d->n_buckets, d->stream);
+  if (d->on_device) return cx_nccl_wait(d->nccl, d->stream);
   for (int i = 0; i < d->n_buckets; i++) CX_TRY(cx_comm_wait(d->buckets[i].req));
   return CX_OK;
 }
@@ -276,10 +275,10 @@ static cx_status ddp_before_update(void *self, cx_program *train) {
   double t0 = cx_ddp_now();
   CX_TRY(wait_all(d));
   d->wait_s += cx_ddp_now() - t0;
+  CX_TRY(write_back(d));
   for (int i = 0; i < d->n_buckets; i++) {
     ddp_bucket *b = &d->buckets[i];
-    CX_TRY(bucket_empty(d, b));
-    b->pending = b->params, b->started = b->done = false;
+    b->pending = b->params, b->done = false;
   }
   d->next_start = d->next_done = 0;
   d->reductions++;

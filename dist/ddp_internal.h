@@ -16,7 +16,7 @@ typedef struct ddp_bucket {
   int64_t n;        /* floats */
   int params;       /* gradients in it */
   int pending;      /* of them not yet handed over this step */
-  bool started, done;
+  bool done;       /* its reduction has finished (noted by progress) */
   cx_comm_req *req; /* MPI's */
 } ddp_bucket;
 

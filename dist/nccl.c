@@ -190,10 +190,9 @@ static cx_status wait_one(cx_nccl *c, int bucket) {
   }
 }
 
-cx_status cx_nccl_wait(cx_nccl *c, int n, cx_stream *s) {
-  if (n > c->n_buckets) return check_bucket(c, n - 1);
+cx_status cx_nccl_wait(cx_nccl *c, cx_stream *s) {
   if (!c->comm) return cx_fail(CX_ERR_BACKEND, "NCCL: the communicator was aborted");
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < c->n_buckets; i++) {
     CX_TRY(wait_one(c, i));
     CX_CUDA(cudaStreamWaitEvent(cx_cuda_stream(s)->s, c->done[i], 0));
   }

@@ -27,9 +27,9 @@ void cx_nccl_close(cx_nccl *c);
 cx_status cx_nccl_start(cx_nccl *c, int bucket, float *buf, int64_t n, cx_stream *after);
 /* Whether a started bucket's reduction has finished; does not wait. */
 cx_status cx_nccl_test(cx_nccl *c, int bucket, bool *done);
-/* Waits on the host for buckets [0, n) (reporting NCCL's asynchronous errors, which abort the
+/* Waits on the host for every bucket (reporting NCCL's asynchronous errors, which abort the
  * communicator) and makes `s` wait for them too. */
-cx_status cx_nccl_wait(cx_nccl *c, int n, cx_stream *s);
+cx_status cx_nccl_wait(cx_nccl *c, cx_stream *s);
 /* The NCCL version this process loaded, "2.28.9" (or "none"). */
 const char *cx_nccl_version(void);
 

@@ -29,8 +29,8 @@ cx_status cx_nccl_test(cx_nccl *c, int bucket, bool *done) {
   return cx_fail(CX_ERR_UNSUPPORTED, "this build of compress has no NCCL");
 }
 
-cx_status cx_nccl_wait(cx_nccl *c, int n, cx_stream *s) {
-  (void)c, (void)n, (void)s;
+cx_status cx_nccl_wait(cx_nccl *c, cx_stream *s) {
+  (void)c, (void)s;
   return cx_fail(CX_ERR_UNSUPPORTED, "this build of compress has no NCCL");
 }
 
